@@ -1,0 +1,115 @@
+//! The COMMITTED on-disk format under `.kdd-index/`: stable, deterministic, merge-friendly.
+//!
+//! Layout (format version [`FORMAT_VERSION`]):
+//!
+//! ```text
+//! .kdd-index/
+//!   manifest.json                         configuration only (no timestamps, stats or commits)
+//!   nodes/<kind>/[<domain>/]<id>.json     one node per spec: identity + blake3 of the source
+//!   edges/<kind>/[<domain>/]<id>.jsonl    that spec's links, one JSON object per line, sorted
+//!   embeddings/<kind>/[<domain>/]<id>.bin that spec's chunk vectors (L2 only, see `embed::store`)
+//! ```
+//!
+//! Invariants:
+//! - The same specs give the same bytes on every machine and every run: sorted keys in a fixed
+//!   order, `\n` line endings, a trailing newline, no wall-clock time anywhere.
+//! - Writing an unchanged artifact does not touch the file (no mtime churn).
+//! - Every write is temp-file + rename inside the target directory, and every path is built by
+//!   [`ArtifactPaths`] from sanitised components: nothing is ever written outside the index root.
+
+mod paths;
+mod store;
+
+pub use paths::{sanitize_component, ArtifactPaths};
+pub use store::{
+    read_links, read_manifest, read_node, remove_artifacts, render_links, render_manifest,
+    render_node, write_if_changed, IndexStore,
+};
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Version of the committed artifact format. Bump on incompatible change.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Name of the index directory at the repository root.
+pub const INDEX_DIR: &str = ".kdd-index";
+
+/// Errors reading or writing artifacts. Every variant names the file involved.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not a valid kdd artifact ({message}); run `kdd index` to regenerate it")]
+    Corrupt { path: PathBuf, message: String },
+    #[error(
+        "{path}: artifact format version {found} is not supported (this kdd reads {expected}); upgrade kdd"
+    )]
+    Version {
+        path: PathBuf,
+        found: u32,
+        expected: u32,
+    },
+}
+
+/// Single- or multi-domain layout (auto-detected from `specs/domains/`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Structure {
+    SingleDomain,
+    MultiDomain,
+}
+
+/// Index level (BR-INDEX-001): L1 graph + lexical, L2 adds embeddings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum IndexLevel {
+    L1,
+    L2,
+}
+
+/// The embedding configuration an L2 index was built with. Two indexes with different models
+/// cannot be merged (BR-MERGE-001).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmbeddingInfo {
+    /// Model id, e.g. `multilingual-e5-small-int8`.
+    pub model: String,
+    pub dimensions: u32,
+    /// Stored quantisation, e.g. `int8-scaled`.
+    pub quantization: String,
+}
+
+/// `.kdd-index/manifest.json`: configuration only, so it does not change on every run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format_version: u32,
+    /// KDD standard version from `specs/_kdd.yaml` (`kdd_version`), default `"2.0"`.
+    pub kdd_version: String,
+    pub structure: Structure,
+    /// Specs root relative to the repository root (`specs`).
+    pub specs_root: String,
+    /// Sorted domain names (multi-domain only; `_shared` included when present).
+    #[serde(default)]
+    pub domains: Vec<String>,
+    pub index_level: IndexLevel,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<EmbeddingInfo>,
+}
+
+impl Manifest {
+    /// A fresh L1 manifest for a specs root.
+    pub fn new(specs_root: &str, structure: Structure, domains: Vec<String>) -> Manifest {
+        Manifest {
+            format_version: FORMAT_VERSION,
+            kdd_version: "2.0".to_string(),
+            structure,
+            specs_root: specs_root.to_string(),
+            domains,
+            index_level: IndexLevel::L1,
+            embedding: None,
+        }
+    }
+}

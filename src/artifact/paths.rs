@@ -1,0 +1,144 @@
+//! Artifact paths built only from sanitised components, so hostile ids (`../../.git/hooks/x`,
+//! absolute paths, NUL, 10 kB names) can never address a file outside `.kdd-index/`.
+
+use crate::spec::{Kind, Node};
+use std::path::{Path, PathBuf};
+
+/// Longest component kept verbatim (bytes); longer ones are cut and suffixed with a hash.
+const MAX_COMPONENT: usize = 96;
+
+/// Turn any string into one safe path component.
+///
+/// Keeps Unicode letters and digits, `-`, `_` and `.`; everything else becomes `_`; leading dots
+/// are dropped (no `.`, `..`, hidden files). When anything changed, or the name was too long, a
+/// `~` and 8 hex chars of blake3 of the original are appended so two different hostile ids never
+/// collide. Deterministic.
+pub fn sanitize_component(raw: &str) -> String {
+    let mut out: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    while out.starts_with('.') {
+        out.remove(0);
+    }
+    let mut changed = out != raw;
+    if out.len() > MAX_COMPONENT {
+        let mut cut = MAX_COMPONENT;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        changed = true;
+    }
+    if out.is_empty() {
+        out.push('_');
+        changed = true;
+    }
+    if changed {
+        let h = blake3::hash(raw.as_bytes()).to_hex();
+        out.push('~');
+        out.push_str(&h[..8]);
+    }
+    out
+}
+
+/// Resolves artifact paths under one index root.
+#[derive(Debug, Clone)]
+pub struct ArtifactPaths {
+    root: PathBuf,
+}
+
+impl ArtifactPaths {
+    /// Paths under `root` (normally `<repo>/.kdd-index`).
+    pub fn new(root: impl Into<PathBuf>) -> ArtifactPaths {
+        ArtifactPaths { root: root.into() }
+    }
+
+    /// The index root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `manifest.json`.
+    pub fn manifest(&self) -> PathBuf {
+        self.root.join("manifest.json")
+    }
+
+    /// Relative stem `<kind>/[<domain>/]<id>` for a node (no extension), `/`-separated.
+    pub fn stem(kind: Kind, domain: Option<&str>, local_id: &str) -> String {
+        let mut s = String::from(kind.as_str());
+        s.push('/');
+        if let Some(d) = domain {
+            s.push_str(&sanitize_component(d));
+            s.push('/');
+        }
+        s.push_str(&sanitize_component(local_id));
+        s
+    }
+
+    /// Relative stem for a node.
+    pub fn node_stem(node: &Node) -> String {
+        Self::stem(node.kind, node.domain.as_deref(), node.local_id())
+    }
+
+    /// `nodes/<stem>.json`, relative to the index root.
+    pub fn node_rel(node: &Node) -> String {
+        format!("nodes/{}.json", Self::node_stem(node))
+    }
+
+    /// `edges/<stem>.jsonl`, relative to the index root.
+    pub fn edges_rel(node: &Node) -> String {
+        format!("edges/{}.jsonl", Self::node_stem(node))
+    }
+
+    /// `embeddings/<stem>.bin`, relative to the index root.
+    pub fn embeddings_rel(node: &Node) -> String {
+        format!("embeddings/{}.bin", Self::node_stem(node))
+    }
+
+    /// Absolute path of a relative artifact path produced by this type.
+    pub fn abs(&self, rel: &str) -> PathBuf {
+        let mut p = self.root.clone();
+        for c in rel.split('/') {
+            p.push(c);
+        }
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_components_are_confined() {
+        for raw in [
+            "../../.git/hooks/x",
+            "/etc/passwd",
+            "a\0b",
+            "..",
+            ".",
+            "",
+            "C:\\x",
+        ] {
+            let s = sanitize_component(raw);
+            assert!(
+                !s.contains('/') && !s.contains('\\') && !s.contains('\0'),
+                "{s}"
+            );
+            assert!(!s.starts_with('.'), "{s}");
+            assert!(!s.is_empty());
+        }
+        let long = "x".repeat(10_000);
+        assert!(sanitize_component(&long).len() < 120);
+        assert_ne!(sanitize_component("a/b"), sanitize_component("a_b"));
+        assert_eq!(sanitize_component("BR-PRECIO-001"), "BR-PRECIO-001");
+        assert_eq!(sanitize_component("Sesión"), "Sesión");
+    }
+}

@@ -1,0 +1,268 @@
+//! Rendering, atomic writing and reading of artifact files.
+//!
+//! Rendering is pure (`render_*` → bytes) so the merge driver and tests can produce the exact
+//! bytes `kdd index` would write; [`write_if_changed`] is the only writer.
+
+use super::{ArtifactPaths, Error, Manifest, FORMAT_VERSION};
+use crate::spec::{LinkRecord, Node};
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Canonical bytes of a node file: pretty JSON (2 spaces), fixed key order, trailing `\n`.
+pub fn render_node(node: &Node) -> Vec<u8> {
+    let mut v = serde_json::to_vec_pretty(node).expect("node serialises");
+    v.push(b'\n');
+    v
+}
+
+/// Canonical bytes of an edges file: one compact JSON object per line, sorted, deduplicated.
+/// An empty link list renders as an empty file.
+pub fn render_links(links: &[LinkRecord]) -> Vec<u8> {
+    let set: BTreeSet<&LinkRecord> = links.iter().collect();
+    let mut out = Vec::new();
+    for l in set {
+        serde_json::to_writer(&mut out, l).expect("link serialises");
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Canonical bytes of the manifest.
+pub fn render_manifest(m: &Manifest) -> Vec<u8> {
+    let mut v = serde_json::to_vec_pretty(m).expect("manifest serialises");
+    v.push(b'\n');
+    v
+}
+
+/// Parse a node file.
+pub fn read_node(path: &Path) -> Result<Node, Error> {
+    let bytes = std::fs::read(path).map_err(io(path))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+/// Parse an edges file (a missing file is an empty list).
+pub fn read_links(path: &Path) -> Result<Vec<LinkRecord>, Error> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(path)(e)),
+    };
+    let text = std::str::from_utf8(&bytes).map_err(|e| Error::Corrupt {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str(l).map_err(|e| Error::Corrupt {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Parse the manifest, checking its format version.
+pub fn read_manifest(path: &Path) -> Result<Manifest, Error> {
+    let bytes = std::fs::read(path).map_err(io(path))?;
+    let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    if m.format_version != FORMAT_VERSION {
+        return Err(Error::Version {
+            path: path.to_path_buf(),
+            found: m.format_version,
+            expected: FORMAT_VERSION,
+        });
+    }
+    Ok(m)
+}
+
+/// Write `bytes` to `path` atomically (temp file in the same directory + rename), creating
+/// parent directories. Returns `false` and touches nothing when the file already holds exactly
+/// these bytes.
+pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, Error> {
+    if let Ok(existing) = std::fs::read(path) {
+        if existing == bytes {
+            return Ok(false);
+        }
+    }
+    let dir = path.parent().ok_or_else(|| Error::Corrupt {
+        path: path.to_path_buf(),
+        message: "artifact path has no parent directory".into(),
+    })?;
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".kdd-tmp-")
+        .tempfile_in(dir)
+        .map_err(io(dir))?;
+    tmp.write_all(bytes).map_err(io(path))?;
+    tmp.as_file().sync_data().ok();
+    tmp.persist(path).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    Ok(true)
+}
+
+/// Remove a node's node/edges/embeddings files (missing files are fine) and prune empty parent
+/// directories up to the index root. Returns the relative paths that existed and were removed.
+pub fn remove_artifacts(paths: &ArtifactPaths, node: &Node) -> Result<Vec<String>, Error> {
+    let mut removed = Vec::new();
+    for rel in [
+        ArtifactPaths::node_rel(node),
+        ArtifactPaths::edges_rel(node),
+        ArtifactPaths::embeddings_rel(node),
+    ] {
+        let p = paths.abs(&rel);
+        match std::fs::remove_file(&p) {
+            Ok(()) => {
+                removed.push(rel);
+                prune_empty_dirs(paths.root(), &p);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&p)(e)),
+        }
+    }
+    Ok(removed)
+}
+
+fn prune_empty_dirs(root: &Path, file: &Path) {
+    let mut dir = file.parent();
+    while let Some(d) = dir {
+        if d == root || !d.starts_with(root) {
+            break;
+        }
+        if std::fs::remove_dir(d).is_err() {
+            break;
+        }
+        dir = d.parent();
+    }
+}
+
+/// A read view of an index directory: lists and loads the committed node files.
+#[derive(Debug, Clone)]
+pub struct IndexStore {
+    pub paths: ArtifactPaths,
+}
+
+impl IndexStore {
+    /// Open the index rooted at `root` (the `.kdd-index` directory; it may not exist yet).
+    pub fn new(root: impl Into<PathBuf>) -> IndexStore {
+        IndexStore {
+            paths: ArtifactPaths::new(root),
+        }
+    }
+
+    /// Relative paths (`nodes/…json`) of every node file, sorted.
+    pub fn node_files(&self) -> Result<Vec<String>, Error> {
+        let mut out = Vec::new();
+        let base = self.paths.root().join("nodes");
+        walk(&base, "nodes", &mut out)?;
+        out.retain(|p| p.ends_with(".json"));
+        out.sort();
+        Ok(out)
+    }
+
+    /// Load every node; unreadable files are returned as errors alongside, never dropped silently.
+    pub fn load_nodes(&self) -> Result<(Vec<Node>, Vec<Error>), Error> {
+        let mut nodes = Vec::new();
+        let mut errors = Vec::new();
+        for rel in self.node_files()? {
+            match read_node(&self.paths.abs(&rel)) {
+                Ok(n) => nodes.push(n),
+                Err(e) => errors.push(e),
+            }
+        }
+        Ok((nodes, errors))
+    }
+}
+
+fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<(), Error> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io(dir)(e)),
+    };
+    for entry in rd {
+        let entry = entry.map_err(io(dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(".kdd-tmp-") {
+            continue;
+        }
+        let ft = entry.file_type().map_err(io(&entry.path()))?;
+        let child_rel = format!("{rel}/{name}");
+        if ft.is_dir() {
+            walk(&entry.path(), &child_rel, out)?;
+        } else if ft.is_file() {
+            out.push(child_rel);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Kind, Layer};
+
+    fn node() -> Node {
+        Node {
+            id: "Entity:Pedido".into(),
+            kind: Kind::Entity,
+            source_file: "specs/01-domain/entities/Pedido.md".into(),
+            source_hash: "ab".into(),
+            title: "Pedido".into(),
+            status: Some("approved".into()),
+            aliases: vec!["Orden".into()],
+            domain: None,
+            layer: Layer::Domain,
+        }
+    }
+
+    #[test]
+    fn node_roundtrip_and_write_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = ArtifactPaths::new(dir.path().join(".kdd-index"));
+        let n = node();
+        let p = paths.abs(&ArtifactPaths::node_rel(&n));
+        assert!(write_if_changed(&p, &render_node(&n)).unwrap());
+        assert!(!write_if_changed(&p, &render_node(&n)).unwrap());
+        assert_eq!(read_node(&p).unwrap(), n);
+        let removed = remove_artifacts(&paths, &n).unwrap();
+        assert_eq!(removed, vec!["nodes/entity/Pedido.json".to_string()]);
+        assert!(!dir.path().join(".kdd-index/nodes").exists());
+    }
+
+    #[test]
+    fn links_sorted_and_deduped() {
+        let a = LinkRecord {
+            edge_type: "WIKI_LINK".into(),
+            to: "B".into(),
+            domain: None,
+        };
+        let b = LinkRecord {
+            edge_type: "EMITS".into(),
+            to: "EVT-X".into(),
+            domain: None,
+        };
+        let bytes = render_links(&[a.clone(), b.clone(), a.clone()]);
+        let text = String::from_utf8(bytes).unwrap();
+        assert_eq!(
+            text,
+            "{\"type\":\"EMITS\",\"to\":\"EVT-X\"}\n{\"type\":\"WIKI_LINK\",\"to\":\"B\"}\n"
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! cache stage (to be written).

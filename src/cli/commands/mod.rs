@@ -1,0 +1,21 @@
+//! One module per subcommand: each has `Args` (clap) and `run`.
+pub mod context;
+pub mod coverage;
+pub mod doctor;
+pub mod gitattributes;
+pub mod graph;
+pub mod hook;
+pub mod impact;
+pub mod index;
+pub mod install;
+pub mod mcp;
+pub mod merge_driver;
+pub mod merge_index;
+pub mod orphans;
+pub mod query;
+pub mod resolve;
+pub mod search;
+pub mod serve;
+pub mod status;
+pub mod verify;
+pub mod violations;

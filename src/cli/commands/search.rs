@@ -1,0 +1,12 @@
+//! `kdd search` (not yet implemented).
+
+use crate::cli::{ExitStatus, GlobalArgs};
+
+/// Arguments of `kdd search`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {}
+
+/// Run the subcommand.
+pub fn run(_args: &Args, _global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
+    anyhow::bail!("`kdd search` is not implemented yet")
+}

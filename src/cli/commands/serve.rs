@@ -1,0 +1,12 @@
+//! `kdd serve` (not yet implemented).
+
+use crate::cli::{ExitStatus, GlobalArgs};
+
+/// Arguments of `kdd serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {}
+
+/// Run the subcommand.
+pub fn run(_args: &Args, _global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
+    anyhow::bail!("`kdd serve` is not implemented yet")
+}

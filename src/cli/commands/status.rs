@@ -1,0 +1,12 @@
+//! `kdd status` (not yet implemented).
+
+use crate::cli::{ExitStatus, GlobalArgs};
+
+/// Arguments of `kdd status`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {}
+
+/// Run the subcommand.
+pub fn run(_args: &Args, _global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
+    anyhow::bail!("`kdd status` is not implemented yet")
+}

@@ -1,0 +1,138 @@
+//! Where things are: repository root, specs root, index and cache directories, model location.
+//!
+//! Resolution order for every setting: command-line flag → `KDD_*` environment variable →
+//! `git config kdd.<name>` → default. All environment variable names live in [`env`].
+
+use std::path::{Path, PathBuf};
+
+/// Every `KDD_*` environment variable the product reads, in one place.
+pub mod env {
+    /// Specs root relative to the repository root (default `specs`).
+    pub const SPECS: &str = "KDD_SPECS";
+    /// Cache directory (default `<git common dir>/kdd-cache`).
+    pub const CACHE_DIR: &str = "KDD_CACHE_DIR";
+    /// Local embedding model directory (fastembed user-defined model layout).
+    pub const MODEL_DIR: &str = "KDD_MODEL_DIR";
+    /// Model name under the data dir (`multilingual-e5-small-int8`, `all-MiniLM-L6-v2`).
+    pub const MODEL: &str = "KDD_MODEL";
+    /// Data directory holding `lib/` (ONNX Runtime) and `models/` (default `~/.local/share/kdd`).
+    pub const DATA_DIR: &str = "KDD_DATA_DIR";
+    /// Set to `0` to disable the git hooks.
+    pub const HOOK: &str = "KDD_HOOK";
+    /// Set to `0` to make the merge driver fall back to `git merge-file`.
+    pub const MERGE: &str = "KDD_MERGE";
+    /// Bearer token required by `kdd serve` when it binds a non-loopback address.
+    pub const TOKEN: &str = "KDD_TOKEN";
+    /// Force L1 (no embeddings) when set to `1`.
+    pub const NO_EMBED: &str = "KDD_NO_EMBED";
+    /// Use the deterministic hashed test embedder (tests only; never the shipped default).
+    pub const TEST_EMBEDDER: &str = "KDD_TEST_EMBEDDER";
+}
+
+/// Errors locating the repository.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: not inside a git repository (run `git init` first, or pass --repo)")]
+    NotARepo { path: PathBuf },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// Resolved locations for one invocation.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Work-tree root; for a bare repository, the git directory.
+    pub repo_root: PathBuf,
+    /// The git directory shared by all worktrees (`.git`, or the bare repo itself).
+    pub git_common_dir: PathBuf,
+    /// True for a bare repository (no work tree).
+    pub bare: bool,
+    /// Specs root relative to `repo_root`, `/`-separated, no leading `./` (default `specs`).
+    pub specs_root: String,
+    /// `<repo_root>/.kdd-index`.
+    pub index_dir: PathBuf,
+    /// Derived query cache (never committed).
+    pub cache_dir: PathBuf,
+}
+
+impl Settings {
+    /// Discover the repository containing `start` and resolve every location.
+    pub fn discover(start: &Path, specs_override: Option<&str>) -> Result<Settings, Error> {
+        let repo = gix::discover(start).map_err(|_| Error::NotARepo {
+            path: start.to_path_buf(),
+        })?;
+        let git_common_dir = absolute(repo.common_dir());
+        let (repo_root, bare) = match repo.workdir() {
+            Some(w) => (absolute(w), false),
+            None => (absolute(repo.git_dir()), true),
+        };
+        let from_git = repo
+            .config_snapshot()
+            .string("kdd.specs")
+            .map(|s| s.to_string());
+        let specs = specs_override
+            .map(str::to_string)
+            .or_else(|| std::env::var(env::SPECS).ok().filter(|s| !s.is_empty()))
+            .or(from_git)
+            .unwrap_or_else(|| "specs".to_string());
+        let specs_root = normalize_rel(&specs).ok_or_else(|| Error::Invalid {
+            path: PathBuf::from(&specs),
+            message: "the specs root must be a relative path inside the repository".into(),
+        })?;
+        let cache_dir = match std::env::var_os(env::CACHE_DIR) {
+            Some(d) if !d.is_empty() => PathBuf::from(d),
+            _ => git_common_dir.join("kdd-cache"),
+        };
+        Ok(Settings {
+            index_dir: repo_root.join(crate::artifact::INDEX_DIR),
+            repo_root,
+            git_common_dir,
+            bare,
+            specs_root,
+            cache_dir,
+        })
+    }
+
+    /// Absolute specs directory in the work tree.
+    pub fn specs_dir(&self) -> PathBuf {
+        self.repo_root.join(&self.specs_root)
+    }
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Normalise a user-given relative path (`./specs/`, `docs\specs`) to `a/b` form; `None` when it
+/// is absolute or escapes with `..`.
+pub fn normalize_rel(p: &str) -> Option<String> {
+    let p = p.replace('\\', "/");
+    if p.starts_with('/') {
+        return None;
+    }
+    let mut parts = Vec::new();
+    for c in p.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => return None,
+            c => parts.push(c),
+        }
+    }
+    if parts.is_empty() {
+        return Some(String::new());
+    }
+    Some(parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_rel;
+
+    #[test]
+    fn rel_paths() {
+        assert_eq!(normalize_rel("./specs/").as_deref(), Some("specs"));
+        assert_eq!(normalize_rel("docs\\specs").as_deref(), Some("docs/specs"));
+        assert_eq!(normalize_rel("../x"), None);
+        assert_eq!(normalize_rel("/abs"), None);
+    }
+}

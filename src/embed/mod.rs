@@ -1,0 +1,1 @@
+//! embed stage (to be written).

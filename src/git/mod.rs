@@ -1,0 +1,1 @@
+//! git stage (to be written).

@@ -1,0 +1,1 @@
+//! index stage (to be written).

@@ -1,0 +1,34 @@
+//! `kdd` — a git-native retrieval engine for KDD specs.
+//!
+//! The write pipeline, in module order:
+//!
+//! ```text
+//! spec bytes ─ parse ─▶ Document ─ extract ─▶ Extracted (Node + LinkRecords + Sections)
+//!            ─ embed ─▶ chunk vectors ─ artifact ─▶ .kdd-index/ (committed)
+//!   index (full) / hook (staged tree, incremental) drive those stages; merge unions artifacts.
+//! ```
+//!
+//! The read pipeline:
+//!
+//! ```text
+//! .kdd-index/ + specs ─ graph (global link resolution) ─ cache (LMDB + arroy + tantivy, derived)
+//!                    ─ query (lexical, semantic, graph, fusion) ─ cli / serve (MCP, HTTP)
+//! ```
+//!
+//! See `ARCHITECTURE.md` for a walk through each module in this order.
+
+pub mod artifact;
+pub mod cache;
+pub mod cli;
+pub mod config;
+pub mod embed;
+pub mod extract;
+pub mod git;
+pub mod graph;
+pub mod hook;
+pub mod index;
+pub mod merge;
+pub mod parse;
+pub mod query;
+pub mod serve;
+pub mod spec;

@@ -1,0 +1,1 @@
+//! merge stage (to be written).

@@ -1,0 +1,1 @@
+//! query stage (to be written).

@@ -1,0 +1,1 @@
+//! serve stage (to be written).
