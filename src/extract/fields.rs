@@ -7,6 +7,7 @@
 //! `producer` / `consumers` (event), `formalization_ears` (cross-policy), `relations` with
 //! `{relation, cardinality, target}` rows, `emits` / `consumes`, `scenarios` (feature).
 
+use super::links;
 use crate::parse::{fold, frontmatter, Document};
 use crate::spec::{Block, IndexedFields, Kind, Node, Section};
 use serde_json::{json, Map, Value};
@@ -325,8 +326,6 @@ fn relations(sections: &[Section], eff: &[Option<String>], doc: &Document) -> Ve
     }
     out
 }
-
-use super::links;
 
 fn event_lists(
     kind: Kind,

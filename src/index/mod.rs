@@ -144,6 +144,22 @@ pub fn is_spec_path(path: &str, specs_root: &str) -> bool {
         && (file.ends_with(".md") || file.ends_with(".markdown") || file.ends_with(".feature"))
 }
 
+/// When the configured specs root does not exist but the committed manifest names another
+/// one that does (the index was built with `--specs DIR`), use the manifest's.
+pub fn with_manifest_specs_root(mut settings: Settings) -> Settings {
+    if settings.specs_dir().is_dir() {
+        return settings;
+    }
+    if let Ok(m) = read_manifest(&settings.index_dir.join("manifest.json")) {
+        if let Some(rel) = crate::config::normalize_rel(&m.specs_root) {
+            if settings.repo_root.join(&rel).is_dir() {
+                settings.specs_root = rel;
+            }
+        }
+    }
+    settings
+}
+
 /// Repo-relative paths of every spec file in the work tree, sorted.
 pub fn list_specs(settings: &Settings) -> Result<Vec<String>, Error> {
     let dir = settings.specs_dir();

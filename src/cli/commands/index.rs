@@ -20,7 +20,7 @@ const PROGRESS_MIN: usize = 500;
 
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    let settings = global.settings()?;
+    let settings = crate::index::with_manifest_specs_root(global.settings()?);
     if settings.bare {
         anyhow::bail!(
             "{}: bare repository; `kdd index` needs a work tree (the post-receive hook indexes bare repos)",

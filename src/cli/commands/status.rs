@@ -179,7 +179,7 @@ fn section<T>(out: &mut String, title: &str, items: &[T], limit: usize, f: impl 
 
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    let settings = global.settings()?;
+    let settings = crate::index::with_manifest_specs_root(global.settings()?);
     let r = report(&settings)?;
     if global.json {
         output::json(&r)?;
