@@ -1,0 +1,485 @@
+//! Building and incrementally updating the cache from `.kdd-index/` plus the spec files.
+//!
+//! Artifacts hold only identity, links and vectors, so searchable text is re-derived by parsing
+//! each spec again (same tree) and checked against the node's `source_hash`. Only specs whose
+//! artifact files changed (size or mtime) are re-read, re-parsed and re-indexed; global link
+//! resolution is then redone over the stored (node, links) pairs, which is cheap.
+
+use super::resolve::{KeyRank, Resolver};
+use super::store::{lm, Edge, FileStamp, NodeRecord, SectionText, Store};
+use super::text::TextIndex;
+use super::Error;
+use crate::artifact::{read_links, read_node};
+use crate::query::types::Orphan;
+use crate::spec::{IndexedFields, Node};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+
+/// Stamps of the artifact files of one spec.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StemStamp {
+    pub node_id: String,
+    pub node: FileStamp,
+    pub edges: Option<FileStamp>,
+    pub emb: Option<FileStamp>,
+}
+
+/// Figures of one build or update.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BuildStats {
+    pub full: bool,
+    pub added: usize,
+    pub updated: usize,
+    pub removed: usize,
+    pub nodes: usize,
+    pub edges: usize,
+    pub stale_specs: Vec<String>,
+    pub errors: Vec<String>,
+    pub millis: u64,
+}
+
+fn stamp(md: &std::fs::Metadata) -> FileStamp {
+    let mtime_ns = md
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0);
+    FileStamp {
+        len: md.len(),
+        mtime_ns,
+    }
+}
+
+fn walk(dir: &Path, rel: &str, ext: &str, out: &mut BTreeMap<String, FileStamp>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let Ok(ft) = e.file_type() else { continue };
+        let child = if rel.is_empty() {
+            name.clone()
+        } else {
+            format!("{rel}/{name}")
+        };
+        if ft.is_dir() {
+            walk(&e.path(), &child, ext, out);
+        } else if let Some(stem) = child.strip_suffix(ext) {
+            if let Ok(md) = e.metadata() {
+                out.insert(stem.to_string(), stamp(&md));
+            }
+        }
+    }
+}
+
+/// Current stamps of every spec's artifacts, keyed by artifact stem (`entity/Pedido`).
+pub fn scan(
+    index_dir: &Path,
+) -> BTreeMap<String, (FileStamp, Option<FileStamp>, Option<FileStamp>)> {
+    let mut nodes = BTreeMap::new();
+    let mut edges = BTreeMap::new();
+    let mut emb = BTreeMap::new();
+    walk(&index_dir.join("nodes"), "", ".json", &mut nodes);
+    walk(&index_dir.join("edges"), "", ".jsonl", &mut edges);
+    walk(&index_dir.join("embeddings"), "", ".bin", &mut emb);
+    nodes
+        .into_iter()
+        .map(|(k, n)| {
+            let e = edges.get(&k).copied();
+            let v = emb.get(&k).copied();
+            (k, (n, e, v))
+        })
+        .collect()
+}
+
+/// Re-derive a spec's sections and indexed fields from its bytes.
+pub fn parse_spec(rel: &str, bytes: &[u8]) -> (IndexedFields, Vec<SectionText>) {
+    let text = String::from_utf8_lossy(bytes);
+    fallback_sections(rel, &text)
+}
+
+/// A small CommonMark-aware splitter used for the searchable text: headings outside code fences
+/// start sections, front matter is skipped, wiki-links keep their display text.
+fn fallback_sections(rel: &str, text: &str) -> (IndexedFields, Vec<SectionText>) {
+    let mut body = text;
+    if let Some(rest) = text.strip_prefix("---") {
+        if let Some(end) = rest.find("\n---") {
+            let after = &rest[end + 4..];
+            body = after.split_once('\n').map(|(_, b)| b).unwrap_or("");
+        }
+    }
+    let feature = rel.ends_with(".feature");
+    let mut sections: Vec<SectionText> = Vec::new();
+    let mut cur = SectionText {
+        heading: String::new(),
+        key: None,
+        level: 0,
+        ancestors: Vec::new(),
+        text: String::new(),
+        line: 1,
+    };
+    let mut stack: Vec<(u8, String)> = Vec::new();
+    let mut fence: Option<&str> = None;
+    let fm_lines = text[..text.len() - body.len()].lines().count();
+    for (i, line) in body.lines().enumerate() {
+        let t = line.trim_start();
+        if let Some(f) = fence {
+            if t.starts_with(f) {
+                fence = None;
+                continue;
+            }
+            cur.text.push_str(line);
+            cur.text.push('\n');
+            continue;
+        }
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fence = Some(if t.starts_with("```") { "```" } else { "~~~" });
+            continue;
+        }
+        let heading = if feature {
+            let lw = t.to_ascii_lowercase();
+            [
+                "feature:",
+                "scenario:",
+                "scenario outline:",
+                "background:",
+                "escenario:",
+                "característica:",
+            ]
+            .iter()
+            .find(|p| lw.starts_with(*p))
+            .map(|_| (if lw.starts_with("feature") { 1 } else { 2 }, t.to_string()))
+        } else {
+            let hashes = t.chars().take_while(|c| *c == '#').count();
+            if (1..=6).contains(&hashes) && t[hashes..].starts_with(' ') {
+                Some((
+                    hashes as u8,
+                    t[hashes..].trim().trim_end_matches('#').trim().to_string(),
+                ))
+            } else {
+                None
+            }
+        };
+        if let Some((level, h)) = heading {
+            sections.push(std::mem::replace(
+                &mut cur,
+                SectionText {
+                    heading: strip_links(&h),
+                    key: None,
+                    level,
+                    ancestors: Vec::new(),
+                    text: String::new(),
+                    line: fm_lines + i + 1,
+                },
+            ));
+            while stack.last().is_some_and(|(l, _)| *l >= level) {
+                stack.pop();
+            }
+            cur.ancestors = stack.iter().skip(1).map(|(_, h)| h.clone()).collect();
+            stack.push((level, strip_links(&h)));
+            continue;
+        }
+        cur.text.push_str(&strip_links(line));
+        cur.text.push('\n');
+    }
+    sections.push(cur);
+    sections.retain(|s| !(s.heading.is_empty() && s.text.trim().is_empty()));
+    for s in &mut sections {
+        s.text = s.text.trim().to_string();
+    }
+    (IndexedFields::new(), sections)
+}
+
+/// `[[Target|alias]]` → `alias`, `[[Target]]` → `Target`, `[[d::T]]` → `T`.
+pub fn strip_links(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("[[") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        match after.find("]]") {
+            Some(j) => {
+                let inner = &after[..j];
+                let shown = inner.rsplit('|').next().unwrap_or(inner);
+                let shown = shown.rsplit("::").next().unwrap_or(shown);
+                let shown = shown.split('#').next().unwrap_or(shown);
+                out.push_str(shown);
+                rest = &after[j + 2..];
+            }
+            None => {
+                out.push_str(&rest[i..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Load one spec's record from its artifacts and its source file.
+fn load_record(index_dir: &Path, repo_root: &Path, stem: &str) -> Result<NodeRecord, String> {
+    let node_path = index_dir.join("nodes").join(format!("{stem}.json"));
+    let node: Node = read_node(&node_path).map_err(|e| e.to_string())?;
+    let links = read_links(&index_dir.join("edges").join(format!("{stem}.jsonl")))
+        .map_err(|e| e.to_string())?;
+    let src = repo_root.join(&node.source_file);
+    let (fields, sections, stale) = match std::fs::read(&src) {
+        Ok(bytes) => {
+            let stale = blake3::hash(&bytes).to_hex().as_str() != node.source_hash;
+            let (f, s) = parse_spec(&node.source_file, &bytes);
+            (f, s, stale)
+        }
+        Err(_) => (IndexedFields::new(), Vec::new(), true),
+    };
+    Ok(NodeRecord {
+        node,
+        fields,
+        sections,
+        links,
+        stale,
+        stem: stem.to_string(),
+        items: Vec::new(),
+    })
+}
+
+/// Refine a link's type once the target is known (a generic link to an event from an entity or
+/// command is an emission, etc.). Typed links are kept as written.
+pub fn refine_type(edge_type: &str, from: &Node, to: &Node) -> String {
+    use crate::spec::Kind::*;
+    if edge_type != "WIKI_LINK" {
+        return edge_type.to_string();
+    }
+    if from.domain.is_some() && to.domain.is_some() && from.domain != to.domain {
+        return "CROSS_DOMAIN_REF".to_string();
+    }
+    match (from.kind, to.kind) {
+        (Feature, UseCase | BusinessRule | Command | BusinessPolicy) => "VALIDATES".into(),
+        _ => edge_type.to_string(),
+    }
+}
+
+/// Resolve every link globally: typed edges (deduplicated, no self-loops) and orphans.
+pub fn resolve_graph(
+    srcs: &[(Node, Vec<crate::spec::LinkRecord>)],
+) -> (Vec<Edge>, Vec<Orphan>, Resolver) {
+    let resolver = Resolver::new(srcs.iter().map(|(n, _)| n));
+    let by_id: HashMap<&str, &Node> = srcs.iter().map(|(n, _)| (n.id.as_str(), n)).collect();
+    let mut edges: BTreeSet<Edge> = BTreeSet::new();
+    let mut orphans = Vec::new();
+    for (from, links) in srcs {
+        let mut typed_targets: BTreeSet<String> = BTreeSet::new();
+        let mut generic: Vec<(String, String)> = Vec::new();
+        for l in links {
+            match resolver.resolve_link(&l.to, l.domain.as_deref(), from.domain.as_deref()) {
+                Some(t) if t == from.id => {}
+                Some(t) => {
+                    let to = by_id[t.as_str()];
+                    let ty = refine_type(&l.edge_type, from, to);
+                    if ty == "WIKI_LINK" {
+                        generic.push((t, ty));
+                    } else {
+                        typed_targets.insert(t.clone());
+                        edges.insert(Edge {
+                            from: from.id.clone(),
+                            violation: from.layer.violates(to.layer),
+                            to: t,
+                            edge_type: ty,
+                        });
+                    }
+                }
+                None => orphans.push(Orphan {
+                    from_node: from.id.clone(),
+                    to: l.to.clone(),
+                    edge_type: l.edge_type.clone(),
+                    source_file: from.source_file.clone(),
+                }),
+            }
+        }
+        for (t, ty) in generic {
+            if typed_targets.contains(&t) {
+                continue;
+            }
+            let to = by_id[t.as_str()];
+            edges.insert(Edge {
+                from: from.id.clone(),
+                violation: from.layer.violates(to.layer),
+                to: t,
+                edge_type: ty,
+            });
+        }
+    }
+    orphans.sort();
+    orphans.dedup();
+    (edges.into_iter().collect(), orphans, resolver)
+}
+
+/// Bring the store and text index up to date with the artifacts. `full` clears everything first.
+pub fn update(
+    store: &Store,
+    text: &TextIndex,
+    index_dir: &Path,
+    repo_root: &Path,
+    full: bool,
+) -> Result<BuildStats, Error> {
+    let t0 = std::time::Instant::now();
+    let mut stats = BuildStats {
+        full,
+        ..BuildStats::default()
+    };
+    let current = scan(index_dir);
+    let mut wtxn = store.wtxn()?;
+    if full {
+        for db in [store.fwd, store.rev] {
+            db.clear(&mut wtxn).map_err(lm)?;
+        }
+        store.nodes.clear(&mut wtxn).map_err(lm)?;
+        store.names.clear(&mut wtxn).map_err(lm)?;
+        store.files.clear(&mut wtxn).map_err(lm)?;
+        store.chunks.clear(&mut wtxn).map_err(lm)?;
+        store.meta.clear(&mut wtxn).map_err(lm)?;
+    }
+    let files = store
+        .files
+        .remap_data_type::<heed::types::SerdeJson<StemStamp>>();
+    let mut old: BTreeMap<String, StemStamp> = BTreeMap::new();
+    for kv in files.iter(&wtxn).map_err(lm)? {
+        let (k, v) = kv.map_err(lm)?;
+        old.insert(k.to_string(), v);
+    }
+    let mut writer = text.writer()?;
+    if full {
+        writer
+            .delete_all_documents()
+            .map_err(|e| Error::Corrupt(format!("text index: {e}")))?;
+    }
+    // Removed specs.
+    for (stem, st) in &old {
+        if !current.contains_key(stem) {
+            store.nodes.delete(&mut wtxn, &st.node_id).map_err(lm)?;
+            files.delete(&mut wtxn, stem).map_err(lm)?;
+            text.delete_node(&writer, &st.node_id);
+            stats.removed += 1;
+        }
+    }
+    // Added or changed specs: read and parse in parallel, write sequentially.
+    let todo: Vec<(&String, &(FileStamp, Option<FileStamp>, Option<FileStamp>))> = current
+        .iter()
+        .filter(|(stem, (n, e, v))| match old.get(*stem) {
+            Some(o) => o.node != *n || o.edges != *e || o.emb != *v,
+            None => true,
+        })
+        .collect();
+    use rayon::prelude::*;
+    let loaded: Vec<(String, Result<NodeRecord, String>)> = todo
+        .par_iter()
+        .map(|(stem, _)| ((*stem).clone(), load_record(index_dir, repo_root, stem)))
+        .collect();
+    for (stem, rec) in loaded {
+        let (n, e, v) = current[&stem];
+        if let Some(o) = old.get(&stem) {
+            store.nodes.delete(&mut wtxn, &o.node_id).map_err(lm)?;
+            text.delete_node(&writer, &o.node_id);
+            stats.updated += 1;
+        } else {
+            stats.added += 1;
+        }
+        match rec {
+            Ok(rec) => {
+                text.delete_node(&writer, &rec.node.id);
+                text.add_node(&writer, &rec)?;
+                store.nodes.put(&mut wtxn, &rec.node.id, &rec).map_err(lm)?;
+                files
+                    .put(
+                        &mut wtxn,
+                        &stem,
+                        &StemStamp {
+                            node_id: rec.node.id.clone(),
+                            node: n,
+                            edges: e,
+                            emb: v,
+                        },
+                    )
+                    .map_err(lm)?;
+            }
+            Err(msg) => {
+                stats.errors.push(msg);
+                files.delete(&mut wtxn, &stem).map_err(lm)?;
+            }
+        }
+    }
+    // Global resolution over all (node, links).
+    let mut srcs: Vec<(Node, Vec<crate::spec::LinkRecord>)> = Vec::new();
+    for kv in store.nodes.iter(&wtxn).map_err(lm)? {
+        let (_, rec) = kv.map_err(lm)?;
+        if rec.stale {
+            stats.stale_specs.push(rec.node.source_file.clone());
+        }
+        srcs.push((rec.node, rec.links));
+    }
+    let (edges, orphans, resolver) = resolve_graph(&srcs);
+    store.fwd.clear(&mut wtxn).map_err(lm)?;
+    store.rev.clear(&mut wtxn).map_err(lm)?;
+    let mut fwd: BTreeMap<&str, Vec<Edge>> = BTreeMap::new();
+    let mut rev: BTreeMap<&str, Vec<Edge>> = BTreeMap::new();
+    for e in &edges {
+        fwd.entry(e.from.as_str()).or_default().push(e.clone());
+        rev.entry(e.to.as_str()).or_default().push(e.clone());
+    }
+    for (k, v) in &fwd {
+        store.fwd.put(&mut wtxn, k, v).map_err(lm)?;
+    }
+    for (k, v) in &rev {
+        store.rev.put(&mut wtxn, k, v).map_err(lm)?;
+    }
+    store.names.clear(&mut wtxn).map_err(lm)?;
+    let mut names: BTreeMap<String, Vec<(KeyRank, String)>> = BTreeMap::new();
+    for (n, _) in &srcs {
+        for (k, r) in super::resolve::node_keys(n) {
+            names.entry(k).or_default().push((r, n.id.clone()));
+        }
+    }
+    for (k, mut v) in names {
+        v.sort();
+        v.dedup();
+        store.names.put(&mut wtxn, &k, &v).map_err(lm)?;
+    }
+    drop(resolver);
+    let violations: Vec<&Edge> = edges.iter().filter(|e| e.violation).collect();
+    store.put_meta(&mut wtxn, "orphans", &orphans)?;
+    store.put_meta(&mut wtxn, "violations", &violations)?;
+    store.put_meta(&mut wtxn, "edge_count", &edges.len())?;
+    store.put_meta(&mut wtxn, "link_count", &(edges.len() + orphans.len()))?;
+    stats.nodes = srcs.len();
+    stats.edges = edges.len();
+    stats.stale_specs.sort();
+    writer
+        .commit()
+        .map_err(|e| Error::Corrupt(format!("text index commit: {e}")))?;
+    stats.millis = t0.elapsed().as_millis() as u64;
+    store.put_meta(&mut wtxn, "stats", &stats)?;
+    wtxn.commit().map_err(lm)?;
+    Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_skip_fences_and_front_matter() {
+        let (_, s) = fallback_sections(
+            "specs/x.md",
+            "---\nid: X\n---\n# Title\n\nIntro [[Pedido|el pedido]].\n\n## Flujo\n\n```yaml\n# not a heading\n```\n\n### Paso\n\ntexto\n",
+        );
+        let heads: Vec<&str> = s.iter().map(|s| s.heading.as_str()).collect();
+        assert_eq!(heads, vec!["Title", "Flujo", "Paso"]);
+        assert_eq!(s[0].text, "Intro el pedido.");
+        assert_eq!(s[2].ancestors, vec!["Flujo".to_string()]);
+        assert_eq!(s[0].line, 4);
+    }
+}
