@@ -83,3 +83,13 @@ impl Error {
 pub fn open(settings: &crate::config::Settings) -> Result<Cache, Error> {
     Ok(Cache::open(settings)?)
 }
+
+/// The query embedder for an L2 index (the model named in the manifest), when it can be loaded.
+/// `None` means semantic search is unavailable and hybrid search degrades to L1 with a
+/// `NO_EMBEDDINGS` warning.
+pub fn embedder_for(
+    manifest: &crate::artifact::Manifest,
+) -> Option<std::sync::Arc<dyn QueryEmbedder>> {
+    let _ = manifest.embedding.as_ref()?;
+    None
+}
