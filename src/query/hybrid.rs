@@ -28,6 +28,13 @@ pub trait QueryEmbedder: Send + Sync {
     fn model(&self) -> &str;
 }
 
+fn tune(name: &str, default: f32) -> f32 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Weight of the lexical signal in the fusion.
 const W_LEX: f32 = 1.0;
 /// Weight of the semantic signal in the fusion.
@@ -303,7 +310,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
                     let indeg = snap.in_edges(&nb)?.len().max(1) as f32;
                     let hub = 1.0 / (1.0 + (indeg / 8.0)).sqrt();
                     let w = edge_weight(&ty) * dir_w * hub;
-                    let ns = s * w * EXPAND_FACTOR;
+                    let ns = s * w * tune("KT_EXP", EXPAND_FACTOR);
                     let npath = format!("{path} -> {ty} -> {nb}");
                     let (from, to) = if dir_w == 1.0 {
                         (cur.clone(), nb.clone())
@@ -317,7 +324,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
                     };
                     if let Some(own) = scores.get(&nb).copied() {
                         if own < *seed_score && direct.iter().any(|(id, _, _)| *id == nb) {
-                            let bonus = GRAPH_BONUS * w * seed_score;
+                            let bonus = tune("KT_BONUS", GRAPH_BONUS) * w * seed_score;
                             scores.insert(nb.clone(), own + bonus);
                             graph_hit.insert(nb.clone());
                             if !followed.contains(&er) {
