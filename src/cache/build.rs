@@ -5,7 +5,7 @@
 //! artifact files changed (size or mtime) are re-read, re-parsed and re-indexed; global link
 //! resolution is then redone over the stored (node, links) pairs, which is cheap.
 
-use super::resolve::{KeyRank, Resolver};
+use super::resolve::KeyRank;
 use super::store::{lm, Edge, FileStamp, NodeRecord, SectionText, Store};
 use super::text::TextIndex;
 use super::Error;
@@ -13,7 +13,7 @@ use crate::artifact::{read_links, read_node};
 use crate::query::types::Orphan;
 use crate::spec::{IndexedFields, Node};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// Stamps of the artifact files of one spec.
@@ -97,10 +97,30 @@ pub fn scan(
         .collect()
 }
 
-/// Re-derive a spec's sections and indexed fields from its bytes.
-pub fn parse_spec(rel: &str, bytes: &[u8]) -> (IndexedFields, Vec<SectionText>) {
-    let text = String::from_utf8_lossy(bytes);
-    fallback_sections(rel, &text)
+/// Re-derive a spec's sections and indexed fields from its bytes (core's extractor; a plain
+/// heading splitter when the file cannot be extracted at all).
+pub fn parse_spec(rel: &str, bytes: &[u8], specs_root: &str) -> (IndexedFields, Vec<SectionText>) {
+    match crate::extract::extract(rel, bytes, specs_root) {
+        Ok(x) => {
+            let sections = x
+                .sections
+                .iter()
+                .map(|s| SectionText {
+                    heading: s.heading.clone(),
+                    key: s.key.clone(),
+                    level: s.level,
+                    ancestors: s.ancestors.clone(),
+                    text: s.text(),
+                    line: s.line,
+                })
+                .collect();
+            (x.fields, sections)
+        }
+        Err(_) => {
+            let text = String::from_utf8_lossy(bytes);
+            fallback_sections(rel, &text)
+        }
+    }
 }
 
 /// A small CommonMark-aware splitter used for the searchable text: headings outside code fences
@@ -222,7 +242,12 @@ pub fn strip_links(s: &str) -> String {
 }
 
 /// Load one spec's record from its artifacts and its source file.
-fn load_record(index_dir: &Path, repo_root: &Path, stem: &str) -> Result<NodeRecord, String> {
+fn load_record(
+    index_dir: &Path,
+    repo_root: &Path,
+    specs_root: &str,
+    stem: &str,
+) -> Result<NodeRecord, String> {
     let node_path = index_dir.join("nodes").join(format!("{stem}.json"));
     let node: Node = read_node(&node_path).map_err(|e| e.to_string())?;
     let links = read_links(&index_dir.join("edges").join(format!("{stem}.jsonl")))
@@ -231,7 +256,7 @@ fn load_record(index_dir: &Path, repo_root: &Path, stem: &str) -> Result<NodeRec
     let (fields, sections, stale) = match std::fs::read(&src) {
         Ok(bytes) => {
             let stale = blake3::hash(&bytes).to_hex().as_str() != node.source_hash;
-            let (f, s) = parse_spec(&node.source_file, &bytes);
+            let (f, s) = parse_spec(&node.source_file, &bytes, specs_root);
             (f, s, stale)
         }
         Err(_) => (IndexedFields::new(), Vec::new(), true),
@@ -247,75 +272,42 @@ fn load_record(index_dir: &Path, repo_root: &Path, stem: &str) -> Result<NodeRec
     })
 }
 
-/// Refine a link's type once the target is known (a generic link to an event from an entity or
-/// command is an emission, etc.). Typed links are kept as written.
-pub fn refine_type(edge_type: &str, from: &Node, to: &Node) -> String {
-    use crate::spec::Kind::*;
-    if edge_type != "WIKI_LINK" {
-        return edge_type.to_string();
-    }
-    if from.domain.is_some() && to.domain.is_some() && from.domain != to.domain {
-        return "CROSS_DOMAIN_REF".to_string();
-    }
-    match (from.kind, to.kind) {
-        (Feature, UseCase | BusinessRule | Command | BusinessPolicy) => "VALIDATES".into(),
-        _ => edge_type.to_string(),
-    }
-}
-
-/// Resolve every link globally: typed edges (deduplicated, no self-loops) and orphans.
-pub fn resolve_graph(
-    srcs: &[(Node, Vec<crate::spec::LinkRecord>)],
-) -> (Vec<Edge>, Vec<Orphan>, Resolver) {
-    let resolver = Resolver::new(srcs.iter().map(|(n, _)| n));
-    let by_id: HashMap<&str, &Node> = srcs.iter().map(|(n, _)| (n.id.as_str(), n)).collect();
-    let mut edges: BTreeSet<Edge> = BTreeSet::new();
-    let mut orphans = Vec::new();
-    for (from, links) in srcs {
-        let mut typed_targets: BTreeSet<String> = BTreeSet::new();
-        let mut generic: Vec<(String, String)> = Vec::new();
-        for l in links {
-            match resolver.resolve_link(&l.to, l.domain.as_deref(), from.domain.as_deref()) {
-                Some(t) if t == from.id => {}
-                Some(t) => {
-                    let to = by_id[t.as_str()];
-                    let ty = refine_type(&l.edge_type, from, to);
-                    if ty == "WIKI_LINK" {
-                        generic.push((t, ty));
-                    } else {
-                        typed_targets.insert(t.clone());
-                        edges.insert(Edge {
-                            from: from.id.clone(),
-                            violation: from.layer.violates(to.layer),
-                            to: t,
-                            edge_type: ty,
-                        });
-                    }
-                }
-                None => orphans.push(Orphan {
-                    from_node: from.id.clone(),
-                    to: l.to.clone(),
-                    edge_type: l.edge_type.clone(),
-                    source_file: from.source_file.clone(),
-                }),
-            }
-        }
-        for (t, ty) in generic {
-            if typed_targets.contains(&t) {
-                continue;
-            }
-            let to = by_id[t.as_str()];
-            edges.insert(Edge {
-                from: from.id.clone(),
-                violation: from.layer.violates(to.layer),
-                to: t,
-                edge_type: ty,
-            });
-        }
-    }
-    orphans.sort();
-    orphans.dedup();
-    (edges.into_iter().collect(), orphans, resolver)
+/// Resolve every link globally with core's resolver ([`crate::graph::Graph`]): typed edges
+/// (no self-loops; a generic `WIKI_LINK` is dropped when a typed edge joins the same pair) and
+/// orphans.
+pub fn resolve_graph(srcs: &[(Node, Vec<crate::spec::LinkRecord>)]) -> (Vec<Edge>, Vec<Orphan>) {
+    let g = crate::graph::Graph::build(
+        srcs.iter().map(|(n, _)| n.clone()).collect(),
+        srcs.iter().map(|(n, l)| (n.id.clone(), l.clone())).collect(),
+    );
+    let typed: BTreeSet<(&str, &str)> = g
+        .edges
+        .iter()
+        .filter(|e| e.edge_type != "WIKI_LINK")
+        .map(|e| (e.from.as_str(), e.to.as_str()))
+        .collect();
+    let edges: Vec<Edge> = g
+        .edges
+        .iter()
+        .filter(|e| e.edge_type != "WIKI_LINK" || !typed.contains(&(e.from.as_str(), e.to.as_str())))
+        .map(|e| Edge {
+            from: e.from.clone(),
+            to: e.to.clone(),
+            edge_type: e.edge_type.clone(),
+            violation: e.layer_violation,
+        })
+        .collect();
+    let orphans = g
+        .orphans
+        .iter()
+        .map(|o| Orphan {
+            from_node: o.from.clone(),
+            to: o.to.clone(),
+            edge_type: o.edge_type.clone(),
+            source_file: o.source_file.clone(),
+        })
+        .collect();
+    (edges, orphans)
 }
 
 /// Bring the store and text index up to date with the artifacts. `full` clears everything first.
@@ -324,6 +316,7 @@ pub fn update(
     text: &TextIndex,
     index_dir: &Path,
     repo_root: &Path,
+    specs_root: &str,
     full: bool,
 ) -> Result<BuildStats, Error> {
     let t0 = std::time::Instant::now();
@@ -377,7 +370,7 @@ pub fn update(
     use rayon::prelude::*;
     let loaded: Vec<(String, Result<NodeRecord, String>)> = todo
         .par_iter()
-        .map(|(stem, _)| ((*stem).clone(), load_record(index_dir, repo_root, stem)))
+        .map(|(stem, _)| ((*stem).clone(), load_record(index_dir, repo_root, specs_root, stem)))
         .collect();
     for (stem, rec) in loaded {
         let (n, e, v) = current[&stem];
@@ -421,7 +414,7 @@ pub fn update(
         }
         srcs.push((rec.node, rec.links));
     }
-    let (edges, orphans, resolver) = resolve_graph(&srcs);
+    let (edges, orphans) = resolve_graph(&srcs);
     store.fwd.clear(&mut wtxn).map_err(lm)?;
     store.rev.clear(&mut wtxn).map_err(lm)?;
     let mut fwd: BTreeMap<&str, Vec<Edge>> = BTreeMap::new();
@@ -448,7 +441,6 @@ pub fn update(
         v.dedup();
         store.names.put(&mut wtxn, &k, &v).map_err(lm)?;
     }
-    drop(resolver);
     let violations: Vec<&Edge> = edges.iter().filter(|e| e.violation).collect();
     store.put_meta(&mut wtxn, "orphans", &orphans)?;
     store.put_meta(&mut wtxn, "violations", &violations)?;
