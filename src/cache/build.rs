@@ -77,10 +77,11 @@ fn walk(dir: &Path, rel: &str, ext: &str, out: &mut BTreeMap<String, FileStamp>)
     }
 }
 
+/// Stamps of a spec's node, edges and embeddings files.
+pub type Stamps = (FileStamp, Option<FileStamp>, Option<FileStamp>);
+
 /// Current stamps of every spec's artifacts, keyed by artifact stem (`entity/Pedido`).
-pub fn scan(
-    index_dir: &Path,
-) -> BTreeMap<String, (FileStamp, Option<FileStamp>, Option<FileStamp>)> {
+pub fn scan(index_dir: &Path) -> BTreeMap<String, Stamps> {
     let mut nodes = BTreeMap::new();
     let mut edges = BTreeMap::new();
     let mut emb = BTreeMap::new();
@@ -278,7 +279,9 @@ fn load_record(
 pub fn resolve_graph(srcs: &[(Node, Vec<crate::spec::LinkRecord>)]) -> (Vec<Edge>, Vec<Orphan>) {
     let g = crate::graph::Graph::build(
         srcs.iter().map(|(n, _)| n.clone()).collect(),
-        srcs.iter().map(|(n, l)| (n.id.clone(), l.clone())).collect(),
+        srcs.iter()
+            .map(|(n, l)| (n.id.clone(), l.clone()))
+            .collect(),
     );
     let typed: BTreeSet<(&str, &str)> = g
         .edges
@@ -289,7 +292,9 @@ pub fn resolve_graph(srcs: &[(Node, Vec<crate::spec::LinkRecord>)]) -> (Vec<Edge
     let edges: Vec<Edge> = g
         .edges
         .iter()
-        .filter(|e| e.edge_type != "WIKI_LINK" || !typed.contains(&(e.from.as_str(), e.to.as_str())))
+        .filter(|e| {
+            e.edge_type != "WIKI_LINK" || !typed.contains(&(e.from.as_str(), e.to.as_str()))
+        })
         .map(|e| Edge {
             from: e.from.clone(),
             to: e.to.clone(),
@@ -297,9 +302,19 @@ pub fn resolve_graph(srcs: &[(Node, Vec<crate::spec::LinkRecord>)]) -> (Vec<Edge
             violation: e.layer_violation,
         })
         .collect();
+    // One orphan per link as written: a typed record and its generic twin are the same link.
+    let typed_orphans: BTreeSet<(&str, &str)> = g
+        .orphans
+        .iter()
+        .filter(|o| o.edge_type != "WIKI_LINK")
+        .map(|o| (o.from.as_str(), o.to.as_str()))
+        .collect();
     let orphans = g
         .orphans
         .iter()
+        .filter(|o| {
+            o.edge_type != "WIKI_LINK" || !typed_orphans.contains(&(o.from.as_str(), o.to.as_str()))
+        })
         .map(|o| Orphan {
             from_node: o.from.clone(),
             to: o.to.clone(),
@@ -360,7 +375,7 @@ pub fn update(
         }
     }
     // Added or changed specs: read and parse in parallel, write sequentially.
-    let todo: Vec<(&String, &(FileStamp, Option<FileStamp>, Option<FileStamp>))> = current
+    let todo: Vec<(&String, &Stamps)> = current
         .iter()
         .filter(|(stem, (n, e, v))| match old.get(*stem) {
             Some(o) => o.node != *n || o.edges != *e || o.emb != *v,
@@ -370,7 +385,12 @@ pub fn update(
     use rayon::prelude::*;
     let loaded: Vec<(String, Result<NodeRecord, String>)> = todo
         .par_iter()
-        .map(|(stem, _)| ((*stem).clone(), load_record(index_dir, repo_root, specs_root, stem)))
+        .map(|(stem, _)| {
+            (
+                (*stem).clone(),
+                load_record(index_dir, repo_root, specs_root, stem),
+            )
+        })
         .collect();
     for (stem, rec) in loaded {
         let (n, e, v) = current[&stem];

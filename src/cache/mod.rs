@@ -295,7 +295,14 @@ impl Cache {
                 let stats = if have.as_deref() == Some(fp.as_str()) {
                     None
                 } else {
-                    let stats = build::update(&store, &text, index_dir, repo_root, &manifest.specs_root, false)?;
+                    let stats = build::update(
+                        &store,
+                        &text,
+                        index_dir,
+                        repo_root,
+                        &manifest.specs_root,
+                        false,
+                    )?;
                     let mut w = store.wtxn()?;
                     store.put_meta(&mut w, "fingerprint", &fp)?;
                     w.commit().map_err(lm)?;
@@ -315,7 +322,14 @@ impl Cache {
                 std::fs::create_dir_all(gen.join("text")).map_err(|e| Error::io(&gen, e))?;
                 let store = store_for(&gen.join("lmdb"))?;
                 let text = TextIndex::create(&gen.join("text"))?;
-                let stats = build::update(&store, &text, index_dir, repo_root, &manifest.specs_root, true)?;
+                let stats = build::update(
+                    &store,
+                    &text,
+                    index_dir,
+                    repo_root,
+                    &manifest.specs_root,
+                    true,
+                )?;
                 let mut w = store.wtxn()?;
                 store.put_meta(&mut w, "version", &CACHE_VERSION)?;
                 store.put_meta(&mut w, "fingerprint", &fp)?;

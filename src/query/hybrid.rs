@@ -28,13 +28,6 @@ pub trait QueryEmbedder: Send + Sync {
     fn model(&self) -> &str;
 }
 
-fn tune(name: &str, default: f32) -> f32 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Weight of the lexical signal in the fusion.
 const W_LEX: f32 = 1.0;
 /// Weight of the semantic signal in the fusion.
@@ -104,12 +97,15 @@ fn passes(rec: &NodeRecord, f: &TextFilter) -> bool {
         && (f.domain.is_none() || f.domain == rec.node.domain)
 }
 
-/// Semantic hits: node id → (best cosine, chunk text). Empty with a reason when unavailable.
+/// (node id, best cosine, chunk text).
+type SemHit = (String, f32, String);
+
+/// Semantic hits, best first; `Err(reason)` when unavailable.
 fn semantic(
     snap: &Snapshot<'_>,
     query: &str,
     limit: usize,
-) -> Result<Result<Vec<(String, f32, String)>, String>, Error> {
+) -> Result<Result<Vec<SemHit>, String>, Error> {
     let cache = snap.cache;
     if cache.level() < IndexLevel::L2 {
         return Ok(Err("the index is L1 (no embeddings)".into()));
@@ -310,7 +306,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
                     let indeg = snap.in_edges(&nb)?.len().max(1) as f32;
                     let hub = 1.0 / (1.0 + (indeg / 8.0)).sqrt();
                     let w = edge_weight(&ty) * dir_w * hub;
-                    let ns = s * w * tune("KT_EXP", EXPAND_FACTOR);
+                    let ns = s * w * EXPAND_FACTOR;
                     let npath = format!("{path} -> {ty} -> {nb}");
                     let (from, to) = if dir_w == 1.0 {
                         (cur.clone(), nb.clone())
@@ -324,7 +320,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
                     };
                     if let Some(own) = scores.get(&nb).copied() {
                         if own < *seed_score && direct.iter().any(|(id, _, _)| *id == nb) {
-                            let bonus = tune("KT_BONUS", GRAPH_BONUS) * w * seed_score;
+                            let bonus = GRAPH_BONUS * w * seed_score;
                             scores.insert(nb.clone(), own + bonus);
                             graph_hit.insert(nb.clone());
                             if !followed.contains(&er) {
