@@ -6,7 +6,7 @@
 //! resolution is then redone over the stored (node, links) pairs, which is cheap.
 
 use super::resolve::KeyRank;
-use super::store::{lm, Edge, FileStamp, NodeRecord, SectionText, Store};
+use super::store::{lm, ChunkRef, Edge, FileStamp, NodeRecord, SectionText, Store};
 use super::text::TextIndex;
 use super::Error;
 use crate::artifact::{read_links, read_node};
@@ -101,6 +101,20 @@ pub fn scan(index_dir: &Path) -> BTreeMap<String, Stamps> {
 /// Re-derive a spec's sections and indexed fields from its bytes (core's extractor; a plain
 /// heading splitter when the file cannot be extracted at all).
 pub fn parse_spec(rel: &str, bytes: &[u8], specs_root: &str) -> (IndexedFields, Vec<SectionText>) {
+    let (f, s, _) = parse_spec_full(rel, bytes, specs_root);
+    (f, s)
+}
+
+/// [`parse_spec`] plus the extraction itself (for re-chunking vectors).
+fn parse_spec_full(
+    rel: &str,
+    bytes: &[u8],
+    specs_root: &str,
+) -> (
+    IndexedFields,
+    Vec<SectionText>,
+    Option<crate::spec::Extracted>,
+) {
     match crate::extract::extract(rel, bytes, specs_root) {
         Ok(x) => {
             let sections = x
@@ -115,11 +129,12 @@ pub fn parse_spec(rel: &str, bytes: &[u8], specs_root: &str) -> (IndexedFields, 
                     line: s.line,
                 })
                 .collect();
-            (x.fields, sections)
+            (x.fields.clone(), sections, Some(x))
         }
         Err(_) => {
             let text = String::from_utf8_lossy(bytes);
-            fallback_sections(rel, &text)
+            let (f, s) = fallback_sections(rel, &text);
+            (f, s, None)
         }
     }
 }
@@ -243,34 +258,80 @@ pub fn strip_links(s: &str) -> String {
 }
 
 /// Load one spec's record from its artifacts and its source file.
+/// A chunk vector read from the committed `.bin` file, with its text re-derived by chunking.
+pub struct LoadedVector {
+    pub chunk: ChunkRef,
+    pub vector: Vec<f32>,
+}
+
+/// Decode a spec's vector file and attach each record's chunk text (matched by chunk key).
+fn load_vectors(
+    path: &Path,
+    node_id: &str,
+    extracted: Option<&crate::spec::Extracted>,
+) -> Result<Vec<LoadedVector>, String> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let vf = crate::embed::decode(&path.to_string_lossy(), &bytes).map_err(|e| e.to_string())?;
+    let chunks = extracted
+        .map(|x| crate::embed::chunk_spec(x, &vf.model))
+        .unwrap_or_default();
+    Ok(vf
+        .records
+        .iter()
+        .map(|r| {
+            let c = chunks.iter().find(|c| c.key == r.key);
+            LoadedVector {
+                chunk: ChunkRef {
+                    node_id: node_id.to_string(),
+                    section: c.map(|c| c.section.clone()).unwrap_or_default(),
+                    text: c.map(|c| c.text.clone()).unwrap_or_default(),
+                },
+                vector: r.dequantize(),
+            }
+        })
+        .collect())
+}
+
 fn load_record(
     index_dir: &Path,
     repo_root: &Path,
     specs_root: &str,
     stem: &str,
-) -> Result<NodeRecord, String> {
+) -> Result<(NodeRecord, Vec<LoadedVector>), String> {
     let node_path = index_dir.join("nodes").join(format!("{stem}.json"));
     let node: Node = read_node(&node_path).map_err(|e| e.to_string())?;
     let links = read_links(&index_dir.join("edges").join(format!("{stem}.jsonl")))
         .map_err(|e| e.to_string())?;
     let src = repo_root.join(&node.source_file);
-    let (fields, sections, stale) = match std::fs::read(&src) {
+    let (fields, sections, stale, extracted) = match std::fs::read(&src) {
         Ok(bytes) => {
             let stale = blake3::hash(&bytes).to_hex().as_str() != node.source_hash;
-            let (f, s) = parse_spec(&node.source_file, &bytes, specs_root);
-            (f, s, stale)
+            let (f, s, x) = parse_spec_full(&node.source_file, &bytes, specs_root);
+            (f, s, stale, x)
         }
-        Err(_) => (IndexedFields::new(), Vec::new(), true),
+        Err(_) => (IndexedFields::new(), Vec::new(), true, None),
     };
-    Ok(NodeRecord {
-        node,
-        fields,
-        sections,
-        links,
-        stale,
-        stem: stem.to_string(),
-        items: Vec::new(),
-    })
+    let vectors = load_vectors(
+        &index_dir.join("embeddings").join(format!("{stem}.bin")),
+        &node.id,
+        extracted.as_ref(),
+    )?;
+    Ok((
+        NodeRecord {
+            node,
+            fields,
+            sections,
+            links,
+            stale,
+            stem: stem.to_string(),
+            items: Vec::new(),
+        },
+        vectors,
+    ))
 }
 
 /// Resolve every link globally with core's resolver ([`crate::graph::Graph`]): typed edges
@@ -325,6 +386,42 @@ pub fn resolve_graph(srcs: &[(Node, Vec<crate::spec::LinkRecord>)]) -> (Vec<Edge
     (edges, orphans)
 }
 
+fn manifest_dims(index_dir: &Path) -> Option<usize> {
+    let m = crate::artifact::read_manifest(&index_dir.join("manifest.json")).ok()?;
+    if m.index_level < crate::artifact::IndexLevel::L2 {
+        return None;
+    }
+    m.embedding
+        .map(|e| e.dimensions as usize)
+        .filter(|d| *d > 0)
+}
+
+fn w_dims(d: Option<usize>) -> usize {
+    d.unwrap_or(0)
+}
+
+/// Remove a node's vector items (and their chunk refs). True when something was removed.
+fn drop_items(
+    store: &Store,
+    wtxn: &mut heed::RwTxn,
+    w: Option<&arroy::Writer<arroy::distances::Cosine>>,
+    node_id: &str,
+) -> Result<bool, Error> {
+    let Some(rec) = store.nodes.get(wtxn, node_id).map_err(lm)? else {
+        return Ok(false);
+    };
+    let mut any = false;
+    for item in rec.items {
+        if let Some(w) = w {
+            w.del_item(wtxn, item)
+                .map_err(|e| Error::Corrupt(format!("vectors: {e}")))?;
+        }
+        store.chunks.delete(wtxn, &item).map_err(lm)?;
+        any = true;
+    }
+    Ok(any)
+}
+
 /// Bring the store and text index up to date with the artifacts. `full` clears everything first.
 pub fn update(
     store: &Store,
@@ -359,6 +456,19 @@ pub fn update(
         let (k, v) = kv.map_err(lm)?;
         old.insert(k.to_string(), v);
     }
+    // Vectors (arroy, index 0) for L2 indexes.
+    let dims = manifest_dims(index_dir);
+    let vwriter = dims.map(|d| arroy::Writer::<arroy::distances::Cosine>::new(store.vectors, 0, d));
+    if let (true, Some(w)) = (full, &vwriter) {
+        w.clear(&mut wtxn)
+            .map_err(|e| Error::Corrupt(format!("vectors: {e}")))?;
+    }
+    let mut next_item: u32 = if full {
+        0
+    } else {
+        store.get_meta(&wtxn, "next_item")?.unwrap_or(0)
+    };
+    let mut vectors_changed = full && vwriter.is_some();
     let mut writer = text.writer()?;
     if full {
         writer
@@ -368,6 +478,7 @@ pub fn update(
     // Removed specs.
     for (stem, st) in &old {
         if !current.contains_key(stem) {
+            vectors_changed |= drop_items(store, &mut wtxn, vwriter.as_ref(), &st.node_id)?;
             store.nodes.delete(&mut wtxn, &st.node_id).map_err(lm)?;
             files.delete(&mut wtxn, stem).map_err(lm)?;
             text.delete_node(&writer, &st.node_id);
@@ -383,7 +494,7 @@ pub fn update(
         })
         .collect();
     use rayon::prelude::*;
-    let loaded: Vec<(String, Result<NodeRecord, String>)> = todo
+    let loaded: Vec<(String, Result<(NodeRecord, Vec<LoadedVector>), String>)> = todo
         .par_iter()
         .map(|(stem, _)| {
             (
@@ -395,6 +506,7 @@ pub fn update(
     for (stem, rec) in loaded {
         let (n, e, v) = current[&stem];
         if let Some(o) = old.get(&stem) {
+            vectors_changed |= drop_items(store, &mut wtxn, vwriter.as_ref(), &o.node_id)?;
             store.nodes.delete(&mut wtxn, &o.node_id).map_err(lm)?;
             text.delete_node(&writer, &o.node_id);
             stats.updated += 1;
@@ -402,7 +514,30 @@ pub fn update(
             stats.added += 1;
         }
         match rec {
-            Ok(rec) => {
+            Ok((mut rec, vecs)) => {
+                if let Some(w) = &vwriter {
+                    vectors_changed |= drop_items(store, &mut wtxn, Some(w), &rec.node.id)?;
+                    for lv in vecs {
+                        if lv.vector.len() != w_dims(dims) {
+                            stats.errors.push(format!(
+                                "{}: vectors have {} dimensions, the manifest says {}; run `kdd index` to re-embed",
+                                rec.node.source_file,
+                                lv.vector.len(),
+                                w_dims(dims)
+                            ));
+                            break;
+                        }
+                        w.add_item(&mut wtxn, next_item, &lv.vector)
+                            .map_err(|e| Error::Corrupt(format!("vectors: {e}")))?;
+                        store
+                            .chunks
+                            .put(&mut wtxn, &next_item, &lv.chunk)
+                            .map_err(lm)?;
+                        rec.items.push(next_item);
+                        next_item += 1;
+                        vectors_changed = true;
+                    }
+                }
                 text.delete_node(&writer, &rec.node.id);
                 text.add_node(&writer, &rec)?;
                 store.nodes.put(&mut wtxn, &rec.node.id, &rec).map_err(lm)?;
@@ -462,6 +597,14 @@ pub fn update(
         store.names.put(&mut wtxn, &k, &v).map_err(lm)?;
     }
     let violations: Vec<&Edge> = edges.iter().filter(|e| e.violation).collect();
+    if let (true, Some(w)) = (vectors_changed, &vwriter) {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x6b6464);
+        w.builder(&mut rng)
+            .build(&mut wtxn)
+            .map_err(|e| Error::Corrupt(format!("vector index build: {e}")))?;
+    }
+    store.put_meta(&mut wtxn, "next_item", &next_item)?;
     store.put_meta(&mut wtxn, "orphans", &orphans)?;
     store.put_meta(&mut wtxn, "violations", &violations)?;
     store.put_meta(&mut wtxn, "edge_count", &edges.len())?;

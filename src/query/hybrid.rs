@@ -111,7 +111,10 @@ fn semantic(
         return Ok(Err("the index is L1 (no embeddings)".into()));
     }
     let Some(emb) = cache.embedder() else {
-        return Ok(Err("no embedding model could be loaded".into()));
+        return Ok(Err(cache
+            .embedder_missing()
+            .unwrap_or("no embedding model loaded")
+            .to_string()));
     };
     let v = match emb.embed_query(query) {
         Ok(v) => v,

@@ -66,23 +66,13 @@ pub fn open_cache(
             output::warn(e);
         }
     }
-    if want_embedder {
-        if let Some(e) = load_embedder(&cache) {
-            cache.set_embedder(e);
+    if want_embedder && cache.level() >= crate::artifact::IndexLevel::L2 {
+        match query::embedder_for(cache.manifest(), Some(&settings.cache_dir)) {
+            Ok(e) => cache.set_embedder(e),
+            Err(reason) => cache.set_embedder_unavailable(reason),
         }
     }
     Ok(cache)
-}
-
-/// The query embedder matching the index, when the index is L2 and a model is available.
-fn load_embedder(cache: &crate::cache::Cache) -> Option<std::sync::Arc<dyn query::QueryEmbedder>> {
-    if cache.level() < crate::artifact::IndexLevel::L2 {
-        return None;
-    }
-    if std::env::var(crate::config::env::NO_EMBED).is_ok_and(|v| v == "1") {
-        return None;
-    }
-    crate::query::embedder_for(cache.manifest())
 }
 
 /// Report a query error: JSON on stdout with `--json`, a message on stderr otherwise. Returns
