@@ -186,11 +186,16 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
             todo.push(p);
         }
     }
+    let manifest_key = art_key("manifest.json");
+    let existing_manifest = match arts.get(&manifest_key) {
+        Some(id) => Some(git::read_blob(&repo, *id)?),
+        None => None,
+    };
     let manifest_bytes = git::derive_manifest(
         settings,
         specs.keys().chain(&conflicted_specs).map(String::as_str),
+        existing_manifest.as_deref(),
     );
-    let manifest_key = art_key("manifest.json");
     let manifest_ok = arts.get(&manifest_key) == Some(&git::blob_id(&repo, &manifest_bytes))
         || (specs.is_empty() && conflicted_specs.is_empty() && !arts.contains_key(&manifest_key));
     let unclaimed: Vec<&String> = arts

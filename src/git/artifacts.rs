@@ -176,10 +176,13 @@ pub fn derive_spec(settings: &Settings, path: &str, bytes: &[u8]) -> Result<Deri
     })
 }
 
-/// The manifest for the given spec paths (repo-relative).
+/// The manifest for the given spec paths (repo-relative). The index level and embedding
+/// configuration are kept from `existing` (the staged manifest): they come from the machine that
+/// embedded, and a hook on a machine without the model must not downgrade them.
 pub fn derive_manifest<'a>(
     settings: &Settings,
     spec_paths: impl Iterator<Item = &'a str>,
+    existing: Option<&[u8]>,
 ) -> Vec<u8> {
     let mut domains = std::collections::BTreeSet::new();
     let mut multi = false;
@@ -195,7 +198,7 @@ pub fn derive_manifest<'a>(
             domains.insert(d);
         }
     }
-    let m = if multi {
+    let mut m = if multi {
         Manifest::new(
             &settings.specs_root,
             Structure::MultiDomain,
@@ -204,6 +207,10 @@ pub fn derive_manifest<'a>(
     } else {
         Manifest::new(&settings.specs_root, Structure::SingleDomain, Vec::new())
     };
+    if let Some(old) = existing.and_then(|b| serde_json::from_slice::<Manifest>(b).ok()) {
+        m.index_level = old.index_level;
+        m.embedding = old.embedding;
+    }
     render_manifest(&m)
 }
 
@@ -213,6 +220,7 @@ pub fn derive_manifest<'a>(
 pub fn derive_index(
     settings: &Settings,
     files: &[(String, Vec<u8>)],
+    existing_manifest: Option<&[u8]>,
 ) -> (std::collections::BTreeMap<String, Vec<u8>>, Vec<Diagnostic>) {
     let mut out = std::collections::BTreeMap::new();
     let mut diags = Vec::new();
@@ -232,7 +240,11 @@ pub fn derive_index(
     if !specs.is_empty() {
         out.insert(
             "manifest.json".to_string(),
-            derive_manifest(settings, specs.iter().map(|(p, _)| p.as_str())),
+            derive_manifest(
+                settings,
+                specs.iter().map(|(p, _)| p.as_str()),
+                existing_manifest,
+            ),
         );
     }
     (out, diags)

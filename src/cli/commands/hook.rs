@@ -119,10 +119,30 @@ fn follow_up_commit(settings: &Settings, r: &Report, event: &str) {
         output::info("kdd: the healed .kdd-index/ paths are staged; commit them (or set kdd.healCommit=true)");
         return;
     }
-    let msg = format!("kdd: re-derive .kdd-index/ after {event}");
-    let mut args = vec!["commit", "--no-verify", "-q", "-m", msg.as_str(), "--"];
-    args.extend(staged.iter().map(String::as_str));
-    if let Err(e) = crate::git::git(&settings.repo_root, &args) {
+    // Plumbing, not `git commit`: git may still consider the merge in progress while
+    // post-merge runs. Only when the index holds nothing but what this heal staged.
+    let dir = &settings.repo_root;
+    let run = || -> Result<(), crate::git::Error> {
+        let cached = crate::git::git(dir, &["diff", "--cached", "--name-only", "--no-renames"])?;
+        if cached.lines().any(|p| !staged.iter().any(|s| s == p)) {
+            output::info("kdd: other changes are staged; commit the healed .kdd-index/ paths yourself");
+            return Ok(());
+        }
+        let tree = crate::git::git(dir, &["write-tree"])?;
+        let head = crate::git::git(dir, &["rev-parse", "HEAD"])?;
+        let msg = format!("kdd: re-derive .kdd-index/ after {event}");
+        let commit = crate::git::git(
+            dir,
+            &["commit-tree", tree.trim(), "-p", head.trim(), "-m", msg.as_str()],
+        )?;
+        crate::git::git(
+            dir,
+            &["update-ref", "-m", msg.as_str(), "HEAD", commit.trim(), head.trim()],
+        )?;
+        output::info(&format!("kdd: committed the healed index as {}", &commit.trim()[..12.min(commit.trim().len())]));
+        Ok(())
+    };
+    if let Err(e) = run() {
         output::warn(&format!("kdd: follow-up commit failed: {e}"));
     }
 }
