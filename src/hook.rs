@@ -241,36 +241,19 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         let bytes = git::read_blob(&repo, id)?;
         let hash = blake3::hash(&bytes).to_hex().to_string();
         let candidates = nodes_by_spec.get(p).cloned().unwrap_or_default();
-        let fresh = candidates.iter().find(|(rel, n)| {
-            n.as_ref().is_some_and(|n| {
-                n.source_hash == hash
-                    && &ArtifactPaths::node_rel(n) == rel
-                    && [
-                        ArtifactPaths::node_rel(n),
-                        ArtifactPaths::edges_rel(n),
-                        ArtifactPaths::embeddings_rel(n),
-                    ]
-                    .iter()
-                    .all(|r| !conflicted_arts.contains(&art_key(r)))
-            })
+        // Always re-derive (cheap at L1): after a merge a node can match its spec while the
+        // edges were unioned from both sides. Embeddings of a node whose source hash still
+        // matches are reused (they depend on the spec bytes only).
+        let reuse_embedding = candidates.iter().find_map(|(rel, n)| {
+            let n = n.as_ref()?;
+            let e = ArtifactPaths::embeddings_rel(n);
+            (n.source_hash == hash
+                && &ArtifactPaths::node_rel(n) == rel
+                && !conflicted_arts.contains(&art_key(&e)))
+            .then(|| arts.get(&art_key(&e)).map(|id| (e, *id)))
+            .flatten()
         });
-        let node_rel = if let Some((rel, Some(n))) = fresh {
-            let mut files = Vec::new();
-            for r in [
-                ArtifactPaths::node_rel(n),
-                ArtifactPaths::edges_rel(n),
-                ArtifactPaths::embeddings_rel(n),
-            ] {
-                if let Some(aid) = arts.get(&art_key(&r)) {
-                    if !conflicted_arts.contains(&art_key(&r)) {
-                        files.push((r.clone(), *aid));
-                        keep_files.insert(r);
-                    }
-                }
-            }
-            state.specs.insert(p.clone(), (id, files));
-            rel.clone()
-        } else {
+        let node_rel = {
             match git::derive_spec(settings, p, &bytes) {
                 Ok(d) => {
                     report.rederived.push(p.clone());
@@ -280,6 +263,14 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
                         files.push((rel.clone(), git::blob_id(&repo, &b)));
                         keep_files.insert(rel.clone());
                         write.insert(rel, b);
+                    }
+                    if let Some((e, eid)) = reuse_embedding {
+                        if !write.contains_key(&e)
+                            && e.ends_with(&format!("{}.bin", ArtifactPaths::node_stem(&d.node)))
+                        {
+                            files.push((e.clone(), eid));
+                            keep_files.insert(e);
+                        }
                     }
                     state.specs.insert(p.clone(), (id, files));
                     derived_stems.insert(ArtifactPaths::node_stem(&d.node));

@@ -365,6 +365,18 @@ pub fn merge_base(dir: &Path, a: &str, b: &str) -> Result<Option<String>, Error>
     }
 }
 
+/// True while a rebase is in progress in the work tree containing `dir` (its own git dir, so
+/// linked worktrees are handled).
+pub fn rebase_in_progress(dir: &Path) -> bool {
+    match open(dir) {
+        Ok(repo) => {
+            let gd = repo.git_dir();
+            gd.join("rebase-merge").exists() || gd.join("rebase-apply").exists()
+        }
+        Err(_) => false,
+    }
+}
+
 /// `git config --get key` in `dir` (`None` when unset).
 pub fn config_get(dir: &Path, key: &str) -> Option<String> {
     git(dir, &["config", "--get", key])

@@ -24,8 +24,14 @@ fn installed() -> Repo {
     let o = r.kdd(&["install"]);
     assert!(o.status.success(), "{:?}", text(&o));
     r.write("README.md", "demo\n");
-    r.write("specs/01-domain/entities/Pedido.md", &spec("Pedido", "entity", "a0", "b0", &["Usuario"]));
-    r.write("specs/01-domain/entities/Usuario.md", &entity("Usuario", "a0"));
+    r.write(
+        "specs/01-domain/entities/Pedido.md",
+        &spec("Pedido", "entity", "a0", "b0", &["Usuario"]),
+    );
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "a0"),
+    );
     r.git(&["add", "."]);
     r.git(&["commit", "-q", "-m", "init"]);
     r
@@ -39,7 +45,10 @@ fn verify(r: &Repo, rev: &str) {
 
 fn changed_in(r: &Repo, rev: &str) -> Vec<String> {
     let out = r.git(&["show", "--name-only", "--format=", rev]);
-    out.lines().map(str::to_string).filter(|l| !l.is_empty()).collect()
+    out.lines()
+        .map(str::to_string)
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 fn node_hash(r: &Repo, rev: &str, rel: &str) -> String {
@@ -57,7 +66,11 @@ fn blake(r: &Repo, rev_path: &str) -> String {
 fn gitattributes_example_matches_command() {
     let r = Repo::new();
     let o = r.kdd(&["gitattributes"]);
-    let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/.gitattributes.example")).unwrap();
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/.gitattributes.example"
+    ))
+    .unwrap();
     assert_eq!(text(&o).0, example);
 }
 
@@ -66,14 +79,24 @@ fn install_is_idempotent_and_chains_existing_hook() {
     let r = Repo::new();
     let hooks = r.dir.join(".git/hooks");
     std::fs::create_dir_all(&hooks).unwrap();
-    std::fs::write(hooks.join("pre-commit"), "#!/bin/sh\necho ran > \"$(git rev-parse --show-toplevel)/.prev-ran\"\n").unwrap();
+    std::fs::write(
+        hooks.join("pre-commit"),
+        "#!/bin/sh\necho ran > \"$(git rev-parse --show-toplevel)/.prev-ran\"\n",
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(hooks.join("pre-commit"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        hooks.join("pre-commit"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
     assert!(r.kdd(&["install"]).status.success());
     assert!(r.kdd(&["install"]).status.success());
     let attrs = r.read(".gitattributes");
     assert_eq!(attrs.matches(".kdd-index/** merge=kdd").count(), 1);
-    assert!(r.git(&["config", "merge.kdd.driver"]).contains("%O %A %B %P"));
+    assert!(r
+        .git(&["config", "merge.kdd.driver"])
+        .contains("%O %A %B %P"));
     assert!(hooks.join("pre-commit.pre-kdd").exists());
     r.write("specs/a.md", &entity("A", "x"));
     r.git(&["add", "."]);
@@ -87,12 +110,18 @@ fn scn_incremental_index_001_only_changed_spec_artifacts_in_commit() {
     let r = installed();
     verify(&r, "HEAD");
     assert!(changed_in(&r, "HEAD").contains(&".kdd-index/nodes/entity/Pedido.json".to_string()));
-    r.write("specs/01-domain/entities/Pedido.md", &spec("Pedido", "entity", "a1", "b0", &["Usuario"]));
+    r.write(
+        "specs/01-domain/entities/Pedido.md",
+        &spec("Pedido", "entity", "a1", "b0", &["Usuario"]),
+    );
     r.git(&["add", "specs"]);
     r.git(&["commit", "-q", "-m", "edit Pedido"]);
     assert_eq!(
         changed_in(&r, "HEAD"),
-        vec![".kdd-index/nodes/entity/Pedido.json", "specs/01-domain/entities/Pedido.md"]
+        vec![
+            ".kdd-index/nodes/entity/Pedido.json",
+            "specs/01-domain/entities/Pedido.md"
+        ]
     );
     verify(&r, "HEAD");
     assert_eq!(r.git(&["status", "--porcelain"]), "");
@@ -110,7 +139,11 @@ fn scn_incremental_index_004_commit_without_specs_touches_nothing() {
 #[test]
 fn scn_incremental_index_003_delete_and_rename() {
     let r = installed();
-    r.git(&["mv", "specs/01-domain/entities/Usuario.md", "specs/01-domain/Usuario.md"]);
+    r.git(&[
+        "mv",
+        "specs/01-domain/entities/Usuario.md",
+        "specs/01-domain/Usuario.md",
+    ]);
     r.git(&["commit", "-q", "-m", "move"]);
     let s = r.git(&["show", "HEAD:.kdd-index/nodes/entity/Usuario.json"]);
     assert!(s.contains("specs/01-domain/Usuario.md"), "{s}");
@@ -118,7 +151,10 @@ fn scn_incremental_index_003_delete_and_rename() {
     r.git(&["rm", "-q", "specs/01-domain/Usuario.md"]);
     r.git(&["commit", "-q", "-m", "delete"]);
     let names = changed_in(&r, "HEAD");
-    assert!(names.contains(&".kdd-index/nodes/entity/Usuario.json".to_string()), "{names:?}");
+    assert!(
+        names.contains(&".kdd-index/nodes/entity/Usuario.json".to_string()),
+        "{names:?}"
+    );
     assert!(!r.exists(".kdd-index/nodes/entity/Usuario.json"));
     verify(&r, "HEAD");
 }
@@ -127,24 +163,38 @@ fn scn_incremental_index_003_delete_and_rename() {
 fn partial_staging_indexes_exactly_the_staged_blob() {
     let r = installed();
     let path = "specs/01-domain/entities/Pedido.md";
-    r.write(path, &spec("Pedido", "entity", "STAGED", "UNSTAGED", &["Usuario"]));
+    r.write(
+        path,
+        &spec("Pedido", "entity", "STAGED", "UNSTAGED", &["Usuario"]),
+    );
     // Stage only the first hunk, like `git add -p`.
     let diff = r.git(&["diff", "-U0", path]);
-    let first_hunk_end = diff[diff.find("@@").unwrap() + 2..].find("\n@@").map(|i| i + diff.find("@@").unwrap() + 3);
+    let first_hunk_end = diff[diff.find("@@").unwrap() + 2..]
+        .find("\n@@")
+        .map(|i| i + diff.find("@@").unwrap() + 3);
     let patch = match first_hunk_end {
         Some(end) => format!("{}\n", &diff[..end - 1]),
         None => diff.clone(),
     };
     let mut c = crate::util::command("git", &r.dir);
-    c.args(["apply", "--cached", "--unidiff-zero", "-"]).stdin(std::process::Stdio::piped());
+    c.args(["apply", "--cached", "--unidiff-zero", "-"])
+        .stdin(std::process::Stdio::piped());
     let mut child = c.spawn().unwrap();
     use std::io::Write;
-    child.stdin.take().unwrap().write_all(patch.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(patch.as_bytes())
+        .unwrap();
     assert!(child.wait().unwrap().success());
     r.git(&["commit", "-q", "-m", "partial"]);
     let committed = r.git(&["show", &format!("HEAD:{path}")]);
     assert!(committed.contains("STAGED") && !committed.contains("UNSTAGED"));
-    assert_eq!(node_hash(&r, "HEAD", "nodes/entity/Pedido.json"), blake(&r, &format!("HEAD:{path}")));
+    assert_eq!(
+        node_hash(&r, "HEAD", "nodes/entity/Pedido.json"),
+        blake(&r, &format!("HEAD:{path}"))
+    );
     assert!(r.read(path).contains("UNSTAGED"), "unstaged edit lost");
     assert_eq!(r.git(&["diff", "--name-only"]).trim(), path);
     verify(&r, "HEAD");
@@ -153,7 +203,10 @@ fn partial_staging_indexes_exactly_the_staged_blob() {
 #[test]
 fn commit_all_uses_the_locked_index() {
     let r = installed();
-    r.write("specs/01-domain/entities/Usuario.md", &entity("Usuario", "changed"));
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "changed"),
+    );
     r.git(&["commit", "-q", "-a", "-m", "all"]);
     assert!(changed_in(&r, "HEAD").contains(&".kdd-index/nodes/entity/Usuario.json".to_string()));
     verify(&r, "HEAD");
@@ -165,10 +218,23 @@ fn commit_only_pathspec_keeps_other_staged_changes() {
     let r = installed();
     r.write("other.txt", "staged but not committed\n");
     r.git(&["add", "other.txt"]);
-    r.write("specs/01-domain/entities/Usuario.md", &entity("Usuario", "only"));
-    r.git(&["commit", "-q", "-m", "only", "--only", "specs/01-domain/entities/Usuario.md"]);
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "only"),
+    );
+    r.git(&[
+        "commit",
+        "-q",
+        "-m",
+        "only",
+        "--only",
+        "specs/01-domain/entities/Usuario.md",
+    ]);
     let names = changed_in(&r, "HEAD");
-    assert!(names.contains(&".kdd-index/nodes/entity/Usuario.json".to_string()), "{names:?}");
+    assert!(
+        names.contains(&".kdd-index/nodes/entity/Usuario.json".to_string()),
+        "{names:?}"
+    );
     assert!(!names.contains(&"other.txt".to_string()));
     verify(&r, "HEAD");
     assert_eq!(r.git(&["status", "--porcelain"]), "A  other.txt\n");
@@ -177,7 +243,10 @@ fn commit_only_pathspec_keeps_other_staged_changes() {
 #[test]
 fn amend_reindexes() {
     let r = installed();
-    r.write("specs/01-domain/entities/Usuario.md", &entity("Usuario", "amended"));
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "amended"),
+    );
     r.git(&["commit", "-q", "-a", "--amend", "--no-edit"]);
     verify(&r, "HEAD");
 }
@@ -185,14 +254,20 @@ fn amend_reindexes() {
 #[test]
 fn kdd_hook_0_disables_and_next_commit_heals() {
     let r = installed();
-    r.write("specs/01-domain/entities/Usuario.md", &entity("Usuario", "skipped"));
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "skipped"),
+    );
     let o = crate::util::command("git", &r.dir)
         .env("KDD_HOOK", "0")
         .args(["commit", "-q", "-a", "-m", "skip"])
         .output()
         .unwrap();
     assert!(o.status.success());
-    assert!(!r.kdd(&["verify"]).status.success(), "verify must flag the stale index");
+    assert!(
+        !r.kdd(&["verify"]).status.success(),
+        "verify must flag the stale index"
+    );
     r.write("x.txt", "x");
     r.git(&["add", "x.txt"]);
     r.git(&["commit", "-q", "-m", "next"]);
@@ -202,7 +277,10 @@ fn kdd_hook_0_disables_and_next_commit_heals() {
 #[test]
 fn unparseable_spec_is_reported_and_commit_allowed() {
     let r = installed();
-    r.write("specs/01-domain/entities/Bad.md", "---\nid: Bad\nkind: entity\nthis is not yaml\n---\n# Bad\n");
+    r.write(
+        "specs/01-domain/entities/Bad.md",
+        "---\nid: Bad\nkind: entity\nthis is not yaml\n---\n# Bad\n",
+    );
     r.git(&["add", "."]);
     let o = r.git_out(&["commit", "-m", "bad"]);
     let (_, err) = text(&o);
@@ -229,9 +307,19 @@ fn configurable_specs_root() {
 fn linked_worktree_commits_index() {
     let r = installed();
     let wt = r.tmp.path().join("wt");
-    r.git(&["worktree", "add", "-q", "-b", "feature", wt.to_str().unwrap()]);
+    r.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "feature",
+        wt.to_str().unwrap(),
+    ]);
     let w = r.at(wt);
-    w.write("specs/01-domain/entities/Cliente.md", &entity("Cliente", "x"));
+    w.write(
+        "specs/01-domain/entities/Cliente.md",
+        &entity("Cliente", "x"),
+    );
     w.git(&["add", "specs"]);
     w.git(&["commit", "-q", "-m", "in worktree"]);
     assert!(changed_in(&w, "HEAD").contains(&".kdd-index/nodes/entity/Cliente.json".to_string()));
@@ -241,11 +329,14 @@ fn linked_worktree_commits_index() {
 #[test]
 fn scn_offline_first_001_l1_without_model() {
     let r = installed();
-    let m: serde_json::Value = serde_json::from_str(&r.git(&["show", "HEAD:.kdd-index/manifest.json"])).unwrap();
+    let m: serde_json::Value =
+        serde_json::from_str(&r.git(&["show", "HEAD:.kdd-index/manifest.json"])).unwrap();
     assert_eq!(m["index_level"], "L1");
     assert!(!r.exists(".kdd-index/embeddings"));
     assert!(r.exists(".kdd-index/nodes/entity/Pedido.json"));
-    assert!(r.read(".kdd-index/edges/entity/Pedido.jsonl").contains("Usuario"));
+    assert!(r
+        .read(".kdd-index/edges/entity/Pedido.jsonl")
+        .contains("Usuario"));
 }
 
 fn merge_ok(r: &Repo, branch: &str) {
@@ -259,13 +350,22 @@ fn scn_merge_index_001_two_branches_union_without_duplicates() {
     r.git(&["config", "kdd.healCommit", "true"]);
     r.git(&["checkout", "-q", "-b", "dev-a"]);
     r.write("specs/01-domain/entities/Reto.md", &entity("Reto", "a"));
-    r.write("specs/01-domain/rules/BR-DOCUMENT-001.md", &spec("BR-DOCUMENT-001", "business-rule", "a", "b", &["Reto"]));
+    r.write(
+        "specs/01-domain/rules/BR-DOCUMENT-001.md",
+        &spec("BR-DOCUMENT-001", "business-rule", "a", "b", &["Reto"]),
+    );
     r.git(&["add", "specs"]);
     r.git(&["commit", "-q", "-m", "a"]);
     r.git(&["checkout", "-q", "main"]);
     r.git(&["checkout", "-q", "-b", "dev-b"]);
-    r.write("specs/02-behavior/CMD-001.md", &spec("CMD-001", "command", "a", "b", &["Pedido"]));
-    r.write("specs/01-domain/entities/Cliente.md", &entity("Cliente", "b"));
+    r.write(
+        "specs/02-behavior/CMD-001.md",
+        &spec("CMD-001", "command", "a", "b", &["Pedido"]),
+    );
+    r.write(
+        "specs/01-domain/entities/Cliente.md",
+        &entity("Cliente", "b"),
+    );
     r.git(&["add", "specs"]);
     r.git(&["commit", "-q", "-m", "b"]);
     merge_ok(&r, "dev-a");
@@ -280,7 +380,16 @@ fn both_sides_edit_same_spec_driver_then_heal() {
     r.git(&["config", "kdd.healCommit", "true"]);
     let p = "specs/01-domain/entities/Pedido.md";
     r.git(&["checkout", "-q", "-b", "other"]);
-    r.write(p, &spec("Pedido", "entity", "a-theirs", "b0", &["Usuario", "Cliente"]));
+    r.write(
+        p,
+        &spec(
+            "Pedido",
+            "entity",
+            "a-theirs",
+            "b0",
+            &["Usuario", "Cliente"],
+        ),
+    );
     r.git(&["commit", "-q", "-a", "-m", "theirs"]);
     r.git(&["checkout", "-q", "main"]);
     r.write(p, &spec("Pedido", "entity", "a0", "b-ours", &["Usuario"]));
@@ -290,7 +399,9 @@ fn both_sides_edit_same_spec_driver_then_heal() {
     assert_eq!(r.git(&["status", "--porcelain"]), "");
     let merged = r.read(p);
     assert!(merged.contains("a-theirs") && merged.contains("b-ours"));
-    assert!(!r.read(".kdd-index/nodes/entity/Pedido.json").contains("<<<<<<<"));
+    assert!(!r
+        .read(".kdd-index/nodes/entity/Pedido.json")
+        .contains("<<<<<<<"));
 }
 
 #[test]
@@ -316,7 +427,10 @@ fn rebase_cherry_pick_revert_stay_consistent() {
     // Cherry-pick a spec edit onto main.
     r.git(&["checkout", "-q", "main"]);
     r.git(&["checkout", "-q", "-b", "pick"]);
-    r.write(p, &spec("Pedido", "entity", "a0", "main-b", &["Usuario", "Nuevo"]));
+    r.write(
+        p,
+        &spec("Pedido", "entity", "a0", "main-b", &["Usuario", "Nuevo"]),
+    );
     r.git(&["commit", "-q", "-a", "-m", "link"]);
     let pick = r.git(&["rev-parse", "HEAD"]).trim().to_string();
     r.git(&["checkout", "-q", "topic"]);
@@ -333,7 +447,12 @@ fn rebase_cherry_pick_revert_stay_consistent() {
 fn fresh_clone_without_driver_then_resolve() {
     let r = installed();
     let clone_dir = r.tmp.path().join("clone");
-    r.git(&["clone", "-q", r.dir.to_str().unwrap(), clone_dir.to_str().unwrap()]);
+    r.git(&[
+        "clone",
+        "-q",
+        r.dir.to_str().unwrap(),
+        clone_dir.to_str().unwrap(),
+    ]);
     let c = r.at(clone_dir);
     c.git(&["config", "user.name", "kdd test"]);
     c.git(&["config", "user.email", "test@kdd.invalid"]);
@@ -381,12 +500,20 @@ fn merge_driver_incompatible_models_is_a_real_conflict() {
     .output()
     .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o).1.contains("Incompatible embedding models, cannot merge"));
+    assert!(text(&o)
+        .1
+        .contains("Incompatible embedding models, cannot merge"));
     assert_eq!(r.read("a"), m("nomic-embed-text-v1.5"));
     // Unreadable node: git's text merge and a non-zero exit.
     r.write("a", "garbage\n");
     r.write("b", "other\n");
-    let o = r.kdd(&["merge-driver", "o", "a", "b", ".kdd-index/nodes/entity/X.json"]);
+    let o = r.kdd(&[
+        "merge-driver",
+        "o",
+        "a",
+        "b",
+        ".kdd-index/nodes/entity/X.json",
+    ]);
     assert_eq!(o.status.code(), Some(1));
 }
 
@@ -407,7 +534,10 @@ fn merge_index_json(r: &Repo, refs: &[&str]) -> (bool, serde_json::Value) {
     args.extend(refs);
     let o = r.kdd(&args);
     let (out, _) = text(&o);
-    (o.status.success(), serde_json::from_str(&out).unwrap_or(serde_json::Value::Null))
+    (
+        o.status.success(),
+        serde_json::from_str(&out).unwrap_or(serde_json::Value::Null),
+    )
 }
 
 #[test]
@@ -415,11 +545,17 @@ fn scn_merge_index_001_002_003_lww_and_delete_wins() {
     let r = installed();
     // 001: no conflicts.
     r.git(&["checkout", "-q", "-b", "dev-a"]);
-    r.write("specs/01-domain/rules/BR-DOCUMENT-001.md", &spec("BR-DOCUMENT-001", "business-rule", "a", "b", &[]));
+    r.write(
+        "specs/01-domain/rules/BR-DOCUMENT-001.md",
+        &spec("BR-DOCUMENT-001", "business-rule", "a", "b", &[]),
+    );
     r.git(&["add", "specs"]);
     commit_at(&r, "a", "2026-01-01T10:00:00Z");
     r.git(&["checkout", "-q", "-b", "dev-b", "main"]);
-    r.write("specs/02-behavior/CMD-001.md", &spec("CMD-001", "command", "a", "b", &[]));
+    r.write(
+        "specs/02-behavior/CMD-001.md",
+        &spec("CMD-001", "command", "a", "b", &[]),
+    );
     r.git(&["add", "specs"]);
     commit_at(&r, "b", "2026-01-01T10:05:00Z");
     let (ok, v) = merge_index_json(&r, &["dev-a", "dev-b"]);
@@ -444,7 +580,13 @@ fn scn_merge_index_001_002_003_lww_and_delete_wins() {
     let (_, v2) = merge_index_json(&r, &["dev-b", "dev-a"]);
     assert_eq!(v2["conflicts_resolved"][0]["winner"], "dev-b");
     // Write it and check the winner's hash.
-    let o = r.kdd(&["merge-index", "dev-a", "dev-b", "--output", r.tmp.path().join("out").to_str().unwrap()]);
+    let o = r.kdd(&[
+        "merge-index",
+        "dev-a",
+        "dev-b",
+        "--output",
+        r.tmp.path().join("out").to_str().unwrap(),
+    ]);
     assert!(o.status.success());
     let n = std::fs::read_to_string(r.tmp.path().join("out/nodes/entity/Pedido.json")).unwrap();
     assert!(n.contains(&blake(&r, &format!("dev-b:{p}"))));
@@ -454,9 +596,19 @@ fn scn_merge_index_001_002_003_lww_and_delete_wins() {
     commit_at(&r, "a deletes", "2026-01-01T11:00:00Z");
     let (ok, v) = merge_index_json(&r, &["dev-a", "dev-b"]);
     assert!(ok);
-    assert!(v["deleted"].as_array().unwrap().iter().any(|d| d == "Entity:Usuario"), "{v}");
+    assert!(
+        v["deleted"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d == "Entity:Usuario"),
+        "{v}"
+    );
     let out = r.tmp.path().join("out2");
-    assert!(r.kdd(&["merge-index", "dev-a", "dev-b", "-o", out.to_str().unwrap()]).status.success());
+    assert!(r
+        .kdd(&["merge-index", "dev-a", "dev-b", "-o", out.to_str().unwrap()])
+        .status
+        .success());
     assert!(!out.join("nodes/entity/Usuario.json").exists());
     assert!(!out.join("edges/entity/Usuario.jsonl").exists());
 }
@@ -469,19 +621,29 @@ fn commit_at_all(r: &Repo, msg: &str, time: &str) {
 #[test]
 fn scn_merge_index_004_incompatible_models_rejected() {
     let r = installed();
-    let m = |model: &str| format!("{{\n  \"format_version\": 1,\n  \"kdd_version\": \"2.0\",\n  \"structure\": \"single-domain\",\n  \"specs_root\": \"specs\",\n  \"domains\": [],\n  \"index_level\": \"L2\",\n  \"embedding\": {{\"model\": \"{model}\", \"dimensions\": 384, \"quantization\": \"int8\"}}\n}}\n");
+    let m = |model: &str| {
+        format!("{{\n  \"format_version\": 1,\n  \"kdd_version\": \"2.0\",\n  \"structure\": \"single-domain\",\n  \"specs_root\": \"specs\",\n  \"domains\": [],\n  \"index_level\": \"L2\",\n  \"embedding\": {{\"model\": \"{model}\", \"dimensions\": 384, \"quantization\": \"int8\"}}\n}}\n")
+    };
     let commit_manifest = |branch: &str, model: &str| {
         r.git(&["checkout", "-q", "-b", branch, "main"]);
         r.write(".kdd-index/manifest.json", &m(model));
         r.git(&["add", ".kdd-index/manifest.json"]);
-        let o = crate::util::command("git", &r.dir).env("KDD_HOOK", "0").args(["commit", "-q", "-m", model]).output().unwrap();
+        let o = crate::util::command("git", &r.dir)
+            .env("KDD_HOOK", "0")
+            .args(["commit", "-q", "-m", model])
+            .output()
+            .unwrap();
         assert!(o.status.success());
     };
     commit_manifest("dev-a", "nomic-embed-text-v1.5");
     commit_manifest("dev-b", "bge-small-en-v1.5");
     let o = r.kdd(&["merge-index", "dev-a", "dev-b", "--dry-run"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o).1.contains("Incompatible embedding models"), "{:?}", text(&o));
+    assert!(
+        text(&o).1.contains("Incompatible embedding models"),
+        "{:?}",
+        text(&o)
+    );
     // The merge driver refuses too (real conflict, no markers in the JSON).
     r.git(&["checkout", "-q", "dev-a"]);
     let o = r.git_out(&["merge", "-q", "dev-b"]);
@@ -495,15 +657,24 @@ fn scn_multi_domain_003_merge_keeps_all_domains() {
     let r = Repo::new();
     assert!(r.kdd(&["install"]).status.success());
     r.git(&["config", "kdd.healCommit", "true"]);
-    r.write("specs/domains/core/entities/Pedido.md", &entity("Pedido", "x"));
+    r.write(
+        "specs/domains/core/entities/Pedido.md",
+        &entity("Pedido", "x"),
+    );
     r.git(&["add", "."]);
     r.git(&["commit", "-q", "-m", "core"]);
     r.git(&["checkout", "-q", "-b", "dev-a"]);
-    r.write("specs/domains/auth/entities/Token.md", &spec("Token", "entity", "a", "b", &["core::Pedido"]));
+    r.write(
+        "specs/domains/auth/entities/Token.md",
+        &spec("Token", "entity", "a", "b", &["core::Pedido"]),
+    );
     r.git(&["add", "specs"]);
     commit_at(&r, "auth", "2026-01-01T10:00:00Z");
     r.git(&["checkout", "-q", "-b", "dev-b", "main"]);
-    r.write("specs/domains/sessions/entities/Sesion.md", &spec("Sesion", "entity", "a", "b", &["auth::Token"]));
+    r.write(
+        "specs/domains/sessions/entities/Sesion.md",
+        &spec("Sesion", "entity", "a", "b", &["auth::Token"]),
+    );
     r.git(&["add", "specs"]);
     commit_at(&r, "sessions", "2026-01-01T10:01:00Z");
     let (ok, v) = merge_index_json(&r, &["dev-a", "dev-b"]);
@@ -513,9 +684,16 @@ fn scn_multi_domain_003_merge_keeps_all_domains() {
     merge_ok(&r, "dev-a");
     verify(&r, "HEAD");
     let m: serde_json::Value = serde_json::from_str(&r.read(".kdd-index/manifest.json")).unwrap();
-    assert_eq!(m["domains"], serde_json::json!(["auth", "core", "sessions"]));
-    assert!(r.read(".kdd-index/edges/entity/auth/Token.jsonl").contains("\"domain\":\"core\""));
-    assert!(r.read(".kdd-index/edges/entity/sessions/Sesion.jsonl").contains("\"domain\":\"auth\""));
+    assert_eq!(
+        m["domains"],
+        serde_json::json!(["auth", "core", "sessions"])
+    );
+    assert!(r
+        .read(".kdd-index/edges/entity/auth/Token.jsonl")
+        .contains("\"domain\":\"core\""));
+    assert!(r
+        .read(".kdd-index/edges/entity/sessions/Sesion.jsonl")
+        .contains("\"domain\":\"auth\""));
 }
 
 // ---------- randomized merges ----------
@@ -534,7 +712,10 @@ impl Rng {
 }
 
 fn spec_files(r: &Repo) -> Vec<String> {
-    r.git(&["ls-files", "specs"]).lines().map(str::to_string).collect()
+    r.git(&["ls-files", "specs"])
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 fn random_ops(r: &Repo, rng: &mut Rng, branch: usize, ops: usize) {
@@ -542,26 +723,54 @@ fn random_ops(r: &Repo, rng: &mut Rng, branch: usize, ops: usize) {
         let files = spec_files(r);
         match rng.below(6) {
             0 => {
-                let id = if rng.below(3) == 0 { format!("Shared{}", rng.below(2)) } else { format!("N{branch}x{op}") };
+                let id = if rng.below(3) == 0 {
+                    format!("Shared{}", rng.below(2))
+                } else {
+                    format!("N{branch}x{op}")
+                };
                 let p = format!("specs/01-domain/entities/{id}.md");
                 if !files.contains(&p) {
-                    r.write(&p, &spec(&id, "entity", &format!("v{}", rng.next() % 100), "b0", &["Pedido"]));
+                    r.write(
+                        &p,
+                        &spec(
+                            &id,
+                            "entity",
+                            &format!("v{}", rng.next() % 100),
+                            "b0",
+                            &["Pedido"],
+                        ),
+                    );
                 }
             }
             1 | 2 if !files.is_empty() => {
                 let p = &files[rng.below(files.len())];
                 let text = r.read(p);
-                let id = text.lines().find_map(|l| l.strip_prefix("id: ")).unwrap_or("X").to_string();
-                let links: Vec<String> = (0..rng.below(3)).map(|_| format!("L{}", rng.below(5))).collect();
+                let id = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("id: "))
+                    .unwrap_or("X")
+                    .to_string();
+                let links: Vec<String> = (0..rng.below(3))
+                    .map(|_| format!("L{}", rng.below(5)))
+                    .collect();
                 let links: Vec<&str> = links.iter().map(String::as_str).collect();
-                let a = if rng.below(2) == 0 { format!("a{}", rng.next() % 1000) } else { "a0".into() };
-                let b = if rng.below(2) == 0 { format!("b{}", rng.next() % 1000) } else { "b0".into() };
+                let a = if rng.below(2) == 0 {
+                    format!("a{}", rng.next() % 1000)
+                } else {
+                    "a0".into()
+                };
+                let b = if rng.below(2) == 0 {
+                    format!("b{}", rng.next() % 1000)
+                } else {
+                    "b0".into()
+                };
                 r.write(p, &spec(&id, "entity", &a, &b, &links));
             }
             3 if files.len() > 2 => {
                 let p = files[rng.below(files.len())].clone();
                 let name = p.rsplit('/').next().unwrap();
-                let dir = ["specs/01-domain", "specs/01-domain/entities", "specs/moved"][rng.below(3)];
+                let dir =
+                    ["specs/01-domain", "specs/01-domain/entities", "specs/moved"][rng.below(3)];
                 let to = format!("{dir}/{name}");
                 if to != p {
                     std::fs::create_dir_all(r.dir.join(dir)).unwrap();
@@ -579,7 +788,10 @@ fn random_ops(r: &Repo, rng: &mut Rng, branch: usize, ops: usize) {
         r.git(&["add", "-A", "--", "specs", "notes"]);
         let o = r.git_out(&["commit", "-q", "-m", &format!("b{branch} op{op}")]);
         let (out, err) = text(&o);
-        assert!(o.status.success() || out.contains("nothing to commit"), "{out}{err}");
+        assert!(
+            o.status.success() || out.contains("nothing to commit"),
+            "{out}{err}"
+        );
     }
 }
 
@@ -587,7 +799,11 @@ fn random_ops(r: &Repo, rng: &mut Rng, branch: usize, ops: usize) {
 fn resolve_specs(r: &Repo, rng: &mut Rng) {
     let unmerged = r.git(&["diff", "--name-only", "--diff-filter=U"]);
     for p in unmerged.lines().filter(|p| p.starts_with("specs/")) {
-        let side = if rng.below(2) == 0 { "--ours" } else { "--theirs" };
+        let side = if rng.below(2) == 0 {
+            "--ours"
+        } else {
+            "--theirs"
+        };
         let ok = r.git_out(&["checkout", side, "--", p]).status.success();
         if ok && r.exists(p) {
             r.git(&["add", p]);
@@ -602,7 +818,11 @@ fn resolve_specs(r: &Repo, rng: &mut Rng) {
     // Renames on both sides may leave one id in two files: keep the first.
     let mut seen = std::collections::BTreeSet::new();
     for p in spec_files(r) {
-        let id = r.read(&p).lines().find_map(|l| l.strip_prefix("id: ").map(str::to_string)).unwrap_or_default();
+        let id = r
+            .read(&p)
+            .lines()
+            .find_map(|l| l.strip_prefix("id: ").map(str::to_string))
+            .unwrap_or_default();
         if !seen.insert(id) {
             r.git(&["rm", "-q", "-f", &p]);
         }
@@ -613,17 +833,35 @@ fn check_consistent(r: &Repo, ctx: &str) {
     let markers = kdd_markers(r);
     assert!(markers.is_empty(), "{ctx}: conflict markers in {markers:?}");
     let o = r.kdd(&["verify", "--ref", "HEAD"]);
-    assert!(o.status.success(), "{ctx}: index differs from a fresh index:\n{:?}", text(&o));
+    assert!(
+        o.status.success(),
+        "{ctx}: index differs from a fresh index:\n{:?}",
+        text(&o)
+    );
     for p in spec_files(r) {
-        let id = r.read(&p).lines().find_map(|l| l.strip_prefix("id: ").map(str::to_string)).unwrap();
-        assert!(r.exists(&format!(".kdd-index/nodes/entity/{id}.json")), "{ctx}: lost node for {p}");
+        let id = r
+            .read(&p)
+            .lines()
+            .find_map(|l| l.strip_prefix("id: ").map(str::to_string))
+            .unwrap();
+        assert!(
+            r.exists(&format!(".kdd-index/nodes/entity/{id}.json")),
+            "{ctx}: lost node for {p}"
+        );
     }
-    assert_eq!(r.git(&["status", "--porcelain", "--untracked-files=no"]), "", "{ctx}: leftovers");
+    assert_eq!(
+        r.git(&["status", "--porcelain", "--untracked-files=no"]),
+        "",
+        "{ctx}: leftovers"
+    );
 }
 
 #[test]
 fn randomized_merges_keep_index_equal_to_fresh_index() {
-    let seeds: u64 = std::env::var("KDD_RANDOM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(8);
+    let seeds: u64 = std::env::var("KDD_RANDOM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8);
     let mut merges = 0;
     for seed in 1..=seeds {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed.wrapping_mul(0x1000_0001));
@@ -631,8 +869,15 @@ fn randomized_merges_keep_index_equal_to_fresh_index() {
         assert!(r.kdd(&["install"]).status.success());
         r.git(&["config", "kdd.healCommit", "true"]);
         for i in 0..6 {
-            let id = if i == 0 { "Pedido".to_string() } else { format!("S{i}") };
-            r.write(&format!("specs/01-domain/entities/{id}.md"), &spec(&id, "entity", "a0", "b0", &["Pedido"]));
+            let id = if i == 0 {
+                "Pedido".to_string()
+            } else {
+                format!("S{i}")
+            };
+            r.write(
+                &format!("specs/01-domain/entities/{id}.md"),
+                &spec(&id, "entity", "a0", "b0", &["Pedido"]),
+            );
         }
         r.write("notes/keep.txt", "keep\n");
         r.git(&["add", "."]);

@@ -86,7 +86,10 @@ impl Repo {
 
     /// Run git and return the raw output.
     pub fn git_out(&self, args: &[&str]) -> Output {
-        command("git", &self.dir).args(args).output().expect("run git")
+        command("git", &self.dir)
+            .args(args)
+            .output()
+            .expect("run git")
     }
 
     /// Run the `kdd` binary.

@@ -49,12 +49,19 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         "pre-commit" => None,
         "post-merge" => Some("merge"),
         "post-rewrite" => Some("rewrite"),
+        // cherry-pick and revert run no pre-commit; their commits are healed here. Ordinary
+        // commits were indexed by pre-commit, so this is the fast no-op path.
+        "post-commit" => {
+            if crate::git::rebase_in_progress(&settings.repo_root) {
+                return Ok(ExitStatus::Success);
+            }
+            Some("commit")
+        }
         "post-checkout" => {
             // Only branch switches (flag 1) that moved HEAD, never in the middle of a rebase.
             let branch = args.args.get(2).map(String::as_str) == Some("1");
             let moved = args.args.first() != args.args.get(1);
-            let gd = &settings.git_common_dir;
-            let rebasing = gd.join("rebase-merge").exists() || gd.join("rebase-apply").exists();
+            let rebasing = crate::git::rebase_in_progress(&settings.repo_root);
             if !branch
                 || !moved
                 || rebasing
@@ -125,7 +132,9 @@ fn follow_up_commit(settings: &Settings, r: &Report, event: &str) {
     let run = || -> Result<(), crate::git::Error> {
         let cached = crate::git::git(dir, &["diff", "--cached", "--name-only", "--no-renames"])?;
         if cached.lines().any(|p| !staged.iter().any(|s| s == p)) {
-            output::info("kdd: other changes are staged; commit the healed .kdd-index/ paths yourself");
+            output::info(
+                "kdd: other changes are staged; commit the healed .kdd-index/ paths yourself",
+            );
             return Ok(());
         }
         let tree = crate::git::git(dir, &["write-tree"])?;
@@ -133,13 +142,30 @@ fn follow_up_commit(settings: &Settings, r: &Report, event: &str) {
         let msg = format!("kdd: re-derive .kdd-index/ after {event}");
         let commit = crate::git::git(
             dir,
-            &["commit-tree", tree.trim(), "-p", head.trim(), "-m", msg.as_str()],
+            &[
+                "commit-tree",
+                tree.trim(),
+                "-p",
+                head.trim(),
+                "-m",
+                msg.as_str(),
+            ],
         )?;
         crate::git::git(
             dir,
-            &["update-ref", "-m", msg.as_str(), "HEAD", commit.trim(), head.trim()],
+            &[
+                "update-ref",
+                "-m",
+                msg.as_str(),
+                "HEAD",
+                commit.trim(),
+                head.trim(),
+            ],
         )?;
-        output::info(&format!("kdd: committed the healed index as {}", &commit.trim()[..12.min(commit.trim().len())]));
+        output::info(&format!(
+            "kdd: committed the healed index as {}",
+            &commit.trim()[..12.min(commit.trim().len())]
+        ));
         Ok(())
     };
     if let Err(e) = run() {

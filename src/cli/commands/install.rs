@@ -2,7 +2,7 @@
 //!
 //! - `merge.kdd.name` / `merge.kdd.driver` in the repository's git config;
 //! - `.kdd-index/** merge=kdd` in `.gitattributes` (or `.git/info/attributes` with `--local`);
-//! - hook shims (`pre-commit`, `post-merge`, `post-checkout`, `post-rewrite`) in the hooks
+//! - hook shims (`pre-commit`, `post-commit`, `post-merge`, `post-checkout`, `post-rewrite`) in the hooks
 //!   directory git uses, chaining an existing foreign hook (kept as `<hook>.pre-kdd`) instead of
 //!   overwriting it. With husky or lefthook the snippet to add is printed instead.
 
@@ -15,7 +15,13 @@ use std::path::{Path, PathBuf};
 /// The plain-git hook shim (`hooks/kdd-shim.sh`).
 pub const SHIM: &str = include_str!("../../../hooks/kdd-shim.sh");
 /// Hooks kdd installs.
-pub const HOOKS: [&str; 4] = ["pre-commit", "post-merge", "post-checkout", "post-rewrite"];
+pub const HOOKS: [&str; 5] = [
+    "pre-commit",
+    "post-commit",
+    "post-merge",
+    "post-checkout",
+    "post-rewrite",
+];
 
 /// Arguments of `kdd install`.
 #[derive(Debug, Clone, clap::Args)]
