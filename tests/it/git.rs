@@ -805,9 +805,7 @@ fn resolve_specs(r: &Repo, rng: &mut Rng) {
             "--theirs"
         };
         let ok = r.git_out(&["checkout", side, "--", p]).status.success();
-        if ok && r.exists(p) {
-            r.git(&["add", p]);
-        } else if r.exists(p) && !r.read(p).contains("<<<<<<<") {
+        if (ok && r.exists(p)) || (r.exists(p) && !r.read(p).contains("<<<<<<<")) {
             r.git(&["add", p]);
         } else {
             r.git(&["rm", "-q", "--cached", "--ignore-unmatch", p]);
