@@ -9,7 +9,9 @@
 
 mod artifacts;
 
-pub use artifacts::{derive_index, derive_manifest, derive_spec, is_spec_path, Derived};
+pub use artifacts::{
+    derive_index, derive_manifest, derive_spec, is_spec_path, kdd_yaml_path, Derived,
+};
 
 use gix::ObjectId;
 use std::collections::{BTreeMap, BTreeSet};

@@ -96,7 +96,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
 
 fn print_report(r: &Report, name: &str) {
     for d in &r.diagnostics {
-        output::error(&format!("{d} (its previous index entry is kept)"));
+        output::info(&format!("kdd: {d}"));
     }
     if !r.conflicted_specs.is_empty() {
         output::warn(&format!(

@@ -27,7 +27,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         output::json(&report)?;
     } else {
         for d in &report.diagnostics {
-            output::error(&d.to_string());
+            output::info(&format!("kdd: {d}"));
         }
         output::info(&format!(
             "kdd resolve: {} specs, re-derived {}, wrote {}, removed {} under .kdd-index/{}",
