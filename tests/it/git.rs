@@ -41,6 +41,12 @@ fn verify(r: &Repo, rev: &str) {
     let o = r.kdd(&["verify", "--ref", rev]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "verify {rev} failed:\n{out}\n{err}");
+    let clean = r
+        .git(&["status", "--porcelain", "--untracked-files=no"])
+        .is_empty();
+    if rev == "HEAD" && clean {
+        fresh_index_equal(r, rev);
+    }
 }
 
 fn changed_in(r: &Repo, rev: &str) -> Vec<String> {
@@ -852,6 +858,24 @@ fn check_consistent(r: &Repo, ctx: &str) {
         "",
         "{ctx}: leftovers"
     );
+    fresh_index_equal(r, ctx);
+}
+
+/// A fresh `kdd index` of the checked-out specs rewrites nothing.
+fn fresh_index_equal(r: &Repo, ctx: &str) {
+    let o = r.kdd(&["index"]);
+    assert!(
+        o.status.code() != Some(2),
+        "{ctx}: kdd index failed {:?}",
+        text(&o)
+    );
+    let st = r.git(&[
+        "status",
+        "--porcelain",
+        "--untracked-files=all",
+        ".kdd-index",
+    ]);
+    assert_eq!(st, "", "{ctx}: kdd index differs from the committed index");
 }
 
 #[test]
