@@ -140,14 +140,17 @@ fn stem_of(rel: &str) -> Option<(&str, &str)> {
 }
 
 /// Options of a heal pass.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Options {
-    /// Stage the written/removed paths (false: only write the work tree, e.g. `--dry-run`).
+#[derive(Clone, Copy, Default)]
+pub struct Options<'a> {
+    /// Stage the written/removed paths (false: only write the work tree).
     pub stage: bool,
+    /// The L2 step (embeddings), the same one `kdd index` uses; `None` indexes at L1 and keeps
+    /// existing embeddings of specs whose content did not change.
+    pub extras: Option<&'a dyn crate::index::ArtifactExtras>,
 }
 
 /// Make `.kdd-index/` in the index git is committing agree with the staged specs (see module doc).
-pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
+pub fn heal(settings: &Settings, opts: Options<'_>) -> Result<Report, Error> {
     let repo = git::open(&settings.repo_root)?;
     let index = git::load_index(&repo)?;
     let root = settings.specs_root.as_str();
@@ -264,7 +267,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         let bytes = git::read_blob(&repo, id)?;
         let hash = blake3::hash(&bytes).to_hex().to_string();
         let candidates = nodes_by_spec.get(p).cloned().unwrap_or_default();
-        let d = match git::derive_spec(settings, p, &bytes) {
+        let d = match git::derive_spec(settings, p, &bytes, opts.extras) {
             Ok(d) => d,
             Err(diag) => {
                 // Keep whatever was indexed for it; `kdd status` shows it stale.

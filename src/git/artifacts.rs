@@ -37,7 +37,12 @@ pub fn kdd_yaml_path(specs_root: &str) -> String {
 
 /// Derive the artifacts of the spec at repo-relative `path` with content `bytes`.
 /// A spec that cannot be read is an error diagnostic naming the file (and line when known).
-pub fn derive_spec(settings: &Settings, path: &str, bytes: &[u8]) -> Result<Derived, Diagnostic> {
+pub fn derive_spec(
+    settings: &Settings,
+    path: &str,
+    bytes: &[u8],
+    extras: Option<&dyn crate::index::ArtifactExtras>,
+) -> Result<Derived, Diagnostic> {
     if bytes.len() > crate::parse::MAX_SPEC_BYTES {
         return Err(Diagnostic {
             severity: Severity::Error,
@@ -51,9 +56,9 @@ pub fn derive_spec(settings: &Settings, path: &str, bytes: &[u8]) -> Result<Deri
         });
     }
     let mut ex = crate::extract::extract(path, bytes, &settings.specs_root)?;
-    // L2: the embed step plugs in here through `index::ArtifactExtras`, as in `kdd index`.
+    // L2: the embed step plugs in through `index::ArtifactExtras`, as in `kdd index`.
     let (files, warning) =
-        crate::index::artifact_files(&ex, None, &ArtifactPaths::new(&settings.index_dir));
+        crate::index::artifact_files(&ex, extras, &ArtifactPaths::new(&settings.index_dir));
     let mut diagnostics = std::mem::take(&mut ex.diagnostics);
     diagnostics.extend(warning);
     Ok(Derived {
@@ -114,6 +119,7 @@ pub fn derive_index(
     settings: &Settings,
     files: &[(String, Vec<u8>)],
     existing_manifest: Option<&[u8]>,
+    extras: Option<&dyn crate::index::ArtifactExtras>,
 ) -> (BTreeMap<String, Vec<u8>>, Vec<Diagnostic>) {
     let mut out = BTreeMap::new();
     let mut diags = Vec::new();
@@ -130,7 +136,7 @@ pub fn derive_index(
         if !is_spec_path(&settings.specs_root, p) {
             continue;
         }
-        match derive_spec(settings, p, b) {
+        match derive_spec(settings, p, b, extras) {
             Ok(d) => {
                 diags.extend(d.diagnostics);
                 if !ids.insert(d.node.id.clone()) {

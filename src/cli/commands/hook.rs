@@ -78,7 +78,13 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             return Ok(ExitStatus::Success);
         }
     };
-    match hook::heal(&settings, Options { stage: true }) {
+    match hook::heal(
+        &settings,
+        Options {
+            stage: true,
+            extras: None,
+        },
+    ) {
         Ok(report) => {
             print_report(&report, &args.name);
             if let Some(ev) = event {

@@ -21,6 +21,8 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         &settings,
         Options {
             stage: !args.no_stage,
+            // L2: the same extras `kdd index` uses (embed step).
+            extras: None,
         },
     )?;
     if global.json {
