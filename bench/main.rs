@@ -1,1 +1,14 @@
-fn main() {}
+//! Benchmarks: `cargo bench --bench bench -- <name> [args]`; each prints its figures.
+
+mod hook;
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    match args.first().map(String::as_str) {
+        Some("hook") => hook::run(&args[1..]),
+        other => kdd::cli::output::error(&format!("unknown benchmark {other:?}; try: hook")),
+    }
+}
