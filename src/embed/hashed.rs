@@ -90,7 +90,7 @@ mod tests {
         );
         let norm: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
         assert!((norm - 1.0).abs() < 1e-5);
-        let b = HashedEmbedder::vector("cancelar un pedido");
+        let b = HashedEmbedder::vector("se cancela el pedido");
         let c = HashedEmbedder::vector("autenticación de usuarios con token");
         assert!(cosine(&a, &b) > cosine(&a, &c));
         assert_eq!(HashedEmbedder::vector("").len(), DIMS);

@@ -18,6 +18,7 @@
 //!   key already stored is never re-embedded, so committed bytes only change when text changes.
 
 pub mod chunk;
+pub mod extras;
 pub mod hashed;
 pub mod model;
 pub mod plan;

@@ -30,9 +30,9 @@ pub const IDLE_SECS: u64 = 600;
 /// Socket file name inside the cache directory.
 pub const SOCKET_NAME: &str = "embed.sock";
 /// Environment switch: `KDD_EMBED_WARM=0` disables the warm path.
-pub const ENV_WARM: &str = "KDD_EMBED_WARM";
+pub const ENV_WARM: &str = crate::config::env::EMBED_WARM;
 /// Environment override of the idle lifetime (seconds).
-pub const ENV_IDLE: &str = "KDD_EMBED_IDLE";
+pub const ENV_IDLE: &str = crate::config::env::EMBED_IDLE;
 /// How long a client waits for a freshly started server.
 const STARTUP_WAIT: Duration = Duration::from_secs(20);
 
