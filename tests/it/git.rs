@@ -594,6 +594,30 @@ fn scn_merge_index_001_002_003_lww_and_delete_wins() {
         r.tmp.path().join("out").to_str().unwrap(),
     ]);
     assert!(o.status.success());
+    // Embeddings follow the winner: give each side opaque vectors (hooks off, as an L2 machine
+    // would have committed them).
+    for (branch, bytes) in [("dev-a", "A-vectors"), ("dev-b", "B-vectors")] {
+        r.git(&["checkout", "-q", branch]);
+        r.write(".kdd-index/embeddings/entity/Pedido.bin", bytes);
+        r.git(&["add", ".kdd-index/embeddings/entity/Pedido.bin"]);
+        let o = crate::util::command("git", &r.dir)
+            .env("KDD_HOOK", "0")
+            .args(["commit", "-q", "-m", "vectors"])
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+    }
+    let o = r.kdd(&[
+        "merge-index",
+        "dev-a",
+        "dev-b",
+        "--output",
+        r.tmp.path().join("out").to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    let emb =
+        std::fs::read_to_string(r.tmp.path().join("out/embeddings/entity/Pedido.bin")).unwrap();
+    assert_eq!(emb, "B-vectors");
     let n = std::fs::read_to_string(r.tmp.path().join("out/nodes/entity/Pedido.json")).unwrap();
     assert!(n.contains(&blake(&r, &format!("dev-b:{p}"))));
     // 003: dev-a deletes Usuario, dev-b keeps it → deleted, edges cascade.
@@ -884,7 +908,7 @@ fn randomized_merges_keep_index_equal_to_fresh_index() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(8);
-    let mut merges = 0;
+    let (mut merges, mut conflicted, mut index_conflicts) = (0, 0, 0);
     for seed in 1..=seeds {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed.wrapping_mul(0x1000_0001));
         let r = Repo::new();
@@ -918,6 +942,9 @@ fn randomized_merges_keep_index_equal_to_fresh_index() {
             let ctx = format!("seed {seed} merge b{b}");
             let o = r.git_out(&["merge", "--no-edit", "-q", &format!("b{b}")]);
             if !o.status.success() {
+                conflicted += 1;
+                let u = r.git(&["diff", "--name-only", "--diff-filter=U"]);
+                index_conflicts += u.lines().filter(|l| l.starts_with(".kdd-index/")).count();
                 resolve_specs(&r, &mut rng);
                 let o = r.kdd(&["resolve"]);
                 assert!(o.status.success(), "{ctx}: resolve {:?}", text(&o));
@@ -928,5 +955,68 @@ fn randomized_merges_keep_index_equal_to_fresh_index() {
             merges += 1;
         }
     }
-    eprintln!("randomized merge scenarios: {merges} merges over {seeds} seeds");
+    eprintln!(
+        "randomized merge scenarios: {merges} merges over {seeds} seeds; {conflicted} stopped on \
+         conflicts ({index_conflicts} unmerged .kdd-index/ paths fixed by `kdd resolve`)"
+    );
+}
+
+#[test]
+fn doctor_checks_and_verify_in_bare_repo() {
+    let r = installed();
+    let settings = kdd::config::Settings::discover(&r.dir, None).unwrap();
+    let checks = kdd::git::doctor_checks(&settings);
+    assert!(checks.iter().all(|c| c.ok), "{checks:?}");
+    let bare = r.tmp.path().join("bare.git");
+    r.git(&[
+        "clone",
+        "-q",
+        "--bare",
+        r.dir.to_str().unwrap(),
+        bare.to_str().unwrap(),
+    ]);
+    let o = r.kdd(&["-C", bare.to_str().unwrap(), "verify"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let files =
+        kdd::git::read_tree_files(&kdd::git::open(&bare).unwrap(), "HEAD", ".kdd-index").unwrap();
+    assert!(files
+        .iter()
+        .any(|(p, _)| p == ".kdd-index/nodes/entity/Pedido.json"));
+    // A clone has no driver configured: doctor says so.
+    let clone = r.tmp.path().join("clone");
+    r.git(&[
+        "clone",
+        "-q",
+        r.dir.to_str().unwrap(),
+        clone.to_str().unwrap(),
+    ]);
+    let settings = kdd::config::Settings::discover(&clone, None).unwrap();
+    let checks = kdd::git::doctor_checks(&settings);
+    assert!(
+        checks.iter().any(|c| c.name == "merge-driver" && !c.ok),
+        "{checks:?}"
+    );
+}
+
+#[test]
+fn post_checkout_heals_a_stale_branch() {
+    let r = installed();
+    r.git(&["checkout", "-q", "-b", "stale"]);
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "no-verify"),
+    );
+    let o = crate::util::command("git", &r.dir)
+        .env("KDD_HOOK", "0")
+        .args(["commit", "-q", "-a", "-m", "stale"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(!r.kdd(&["verify"]).status.success());
+    r.git(&["checkout", "-q", "main"]);
+    r.git(&["checkout", "-q", "stale"]);
+    let staged = r.git(&["diff", "--cached", "--name-only"]);
+    assert_eq!(staged.trim(), ".kdd-index/nodes/entity/Usuario.json");
+    r.git(&["commit", "-q", "-m", "heal"]);
+    verify(&r, "HEAD");
 }
