@@ -152,6 +152,9 @@ pub struct Options<'a> {
 /// Make `.kdd-index/` in the index git is committing agree with the staged specs (see module doc).
 pub fn heal(settings: &Settings, opts: Options<'_>) -> Result<Report, Error> {
     let repo = git::open(&settings.repo_root)?;
+    // One heal at a time per work tree (two hooks or agents writing .kdd-index/ at once would
+    // interleave); released when the file is dropped.
+    let _lock = lock(repo.git_dir());
     let index = git::load_index(&repo)?;
     let root = settings.specs_root.as_str();
     let staged_root = git::index_entries(&index, root);
@@ -385,6 +388,17 @@ pub fn heal(settings: &Settings, opts: Options<'_>) -> Result<Report, Error> {
         state.save(settings);
     }
     Ok(report)
+}
+
+fn lock(git_dir: &Path) -> Option<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(git_dir.join("kdd-hook.lock"))
+        .ok()?;
+    fs4::FileExt::lock(&f).ok()?;
+    Some(f)
 }
 
 fn duplicate(loser: &str, winner: &str, id: &str) -> Diagnostic {
