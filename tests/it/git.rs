@@ -1020,3 +1020,51 @@ fn post_checkout_heals_a_stale_branch() {
     r.git(&["commit", "-q", "-m", "heal"]);
     verify(&r, "HEAD");
 }
+
+#[test]
+fn kdd_merge_0_falls_back_to_text_merge_and_resolve_repairs() {
+    let r = installed();
+    let p = "specs/01-domain/entities/Pedido.md";
+    r.git(&["checkout", "-q", "-b", "other"]);
+    r.write(p, &spec("Pedido", "entity", "theirs", "b0", &["Usuario"]));
+    r.git(&["commit", "-q", "-a", "-m", "theirs"]);
+    r.git(&["checkout", "-q", "main"]);
+    r.write(p, &spec("Pedido", "entity", "a0", "ours", &["Usuario"]));
+    r.git(&["commit", "-q", "-a", "-m", "ours"]);
+    let o = crate::util::command("git", &r.dir)
+        .env("KDD_MERGE", "0")
+        .args(["merge", "-q", "--no-edit", "other"])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success(),
+        "the text merge of the node must conflict"
+    );
+    assert!(!kdd_markers(&r).is_empty());
+    // Specs merged cleanly; only the index is conflicted.
+    let o = r.kdd(&["resolve"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(kdd_markers(&r).is_empty());
+    r.git(&["commit", "-q", "--no-edit"]);
+    verify(&r, "HEAD");
+}
+
+#[test]
+fn resolve_refuses_while_specs_are_conflicted() {
+    let r = installed();
+    let p = "specs/01-domain/entities/Pedido.md";
+    r.git(&["checkout", "-q", "-b", "other"]);
+    r.write(p, &spec("Pedido", "entity", "X", "b0", &["Usuario"]));
+    r.git(&["commit", "-q", "-a", "-m", "x"]);
+    r.git(&["checkout", "-q", "main"]);
+    r.write(p, &spec("Pedido", "entity", "Y", "b0", &["Usuario"]));
+    r.git(&["commit", "-q", "-a", "-m", "y"]);
+    assert!(!r.git_out(&["merge", "-q", "other"]).status.success());
+    let o = r.kdd(&["resolve"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.contains(p), "{:?}", text(&o));
+    assert!(
+        kdd_markers(&r).is_empty(),
+        "the driver must not leave markers"
+    );
+}
