@@ -1,7 +1,7 @@
 //! Git integration in real temporary repositories: the pre-commit hook from the staged tree,
 //! the merge driver, healing hooks, `kdd resolve`, `kdd verify`, `kdd merge-index`.
 
-use crate::util::{text, Repo};
+use crate::repo::{text, Repo};
 
 fn spec(id: &str, kind: &str, a: &str, b: &str, links: &[&str]) -> String {
     let mut s = format!(
@@ -182,7 +182,7 @@ fn partial_staging_indexes_exactly_the_staged_blob() {
         Some(end) => format!("{}\n", &diff[..end - 1]),
         None => diff.clone(),
     };
-    let mut c = crate::util::command("git", &r.dir);
+    let mut c = crate::repo::command("git", &r.dir);
     c.args(["apply", "--cached", "--unidiff-zero", "-"])
         .stdin(std::process::Stdio::piped());
     let mut child = c.spawn().unwrap();
@@ -264,7 +264,7 @@ fn kdd_hook_0_disables_and_next_commit_heals() {
         "specs/01-domain/entities/Usuario.md",
         &entity("Usuario", "skipped"),
     );
-    let o = crate::util::command("git", &r.dir)
+    let o = crate::repo::command("git", &r.dir)
         .env("KDD_HOOK", "0")
         .args(["commit", "-q", "-a", "-m", "skip"])
         .output()
@@ -498,7 +498,7 @@ fn merge_driver_incompatible_models_is_a_real_conflict() {
     r.write("o", &m("nomic-embed-text-v1.5"));
     r.write("a", &m("nomic-embed-text-v1.5"));
     r.write("b", &m("bge-small-en-v1.5"));
-    let o = crate::util::command(
+    let o = crate::repo::command(
         std::path::PathBuf::from(env!("CARGO_BIN_EXE_kdd-merge-driver")),
         &r.dir,
     )
@@ -526,7 +526,7 @@ fn merge_driver_incompatible_models_is_a_real_conflict() {
 // ---------- merge-index (ref level, CMD-004) ----------
 
 fn commit_at(r: &Repo, msg: &str, time: &str) {
-    let o = crate::util::command("git", &r.dir)
+    let o = crate::repo::command("git", &r.dir)
         .env("GIT_COMMITTER_DATE", time)
         .env("GIT_AUTHOR_DATE", time)
         .args(["commit", "-q", "-m", msg])
@@ -658,7 +658,7 @@ fn scn_merge_index_004_incompatible_models_rejected() {
         r.git(&["checkout", "-q", "-b", branch, "main"]);
         r.write(".kdd-index/manifest.json", &m(model));
         r.git(&["add", ".kdd-index/manifest.json"]);
-        let o = crate::util::command("git", &r.dir)
+        let o = crate::repo::command("git", &r.dir)
             .env("KDD_HOOK", "0")
             .args(["commit", "-q", "-m", model])
             .output()
