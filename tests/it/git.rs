@@ -600,7 +600,7 @@ fn scn_merge_index_001_002_003_lww_and_delete_wins() {
         r.git(&["checkout", "-q", branch]);
         r.write(".kdd-index/embeddings/entity/Pedido.bin", bytes);
         r.git(&["add", ".kdd-index/embeddings/entity/Pedido.bin"]);
-        let o = crate::util::command("git", &r.dir)
+        let o = crate::repo::command("git", &r.dir)
             .env("KDD_HOOK", "0")
             .args(["commit", "-q", "-m", "vectors"])
             .output()
@@ -1006,7 +1006,7 @@ fn post_checkout_heals_a_stale_branch() {
         "specs/01-domain/entities/Usuario.md",
         &entity("Usuario", "no-verify"),
     );
-    let o = crate::util::command("git", &r.dir)
+    let o = crate::repo::command("git", &r.dir)
         .env("KDD_HOOK", "0")
         .args(["commit", "-q", "-a", "-m", "stale"])
         .output()
@@ -1031,7 +1031,7 @@ fn kdd_merge_0_falls_back_to_text_merge_and_resolve_repairs() {
     r.git(&["checkout", "-q", "main"]);
     r.write(p, &spec("Pedido", "entity", "a0", "ours", &["Usuario"]));
     r.git(&["commit", "-q", "-a", "-m", "ours"]);
-    let o = crate::util::command("git", &r.dir)
+    let o = crate::repo::command("git", &r.dir)
         .env("KDD_MERGE", "0")
         .args(["merge", "-q", "--no-edit", "other"])
         .output()
