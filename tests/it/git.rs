@@ -582,6 +582,15 @@ fn scn_merge_index_001_002_003_lww_and_delete_wins() {
     assert_eq!(c.len(), 1, "{v}");
     assert_eq!(c[0]["node"], "Entity:Pedido");
     assert_eq!(c[0]["winner"], "dev-b");
+    let o = r.kdd(&[
+        "merge-index",
+        "dev-a",
+        "dev-b",
+        "--dry-run",
+        "--fail-on-conflict",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.contains("Merge aborted: 1 conflicts detected"));
     // Order of refs does not matter.
     let (_, v2) = merge_index_json(&r, &["dev-b", "dev-a"]);
     assert_eq!(v2["conflicts_resolved"][0]["winner"], "dev-b");

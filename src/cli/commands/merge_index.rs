@@ -17,6 +17,10 @@ pub struct Args {
     /// Only report; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Refuse to merge when any node conflicts (CMD-004 `fail_on_conflict`), instead of
+    /// last-write-wins.
+    #[arg(long)]
+    pub fail_on_conflict: bool,
 }
 
 /// Run the subcommand.
@@ -30,6 +34,19 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         }
         Err(e) => return Err(e.into()),
     };
+    if args.fail_on_conflict && !report.conflicts_resolved.is_empty() {
+        output::error(&format!(
+            "Merge aborted: {} conflicts detected ({})",
+            report.conflicts_resolved.len(),
+            report
+                .conflicts_resolved
+                .iter()
+                .map(|c| c.node.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        return Ok(ExitStatus::Failure);
+    }
     if !args.dry_run {
         let out = match &args.output {
             Some(o) => o.clone(),
