@@ -1077,3 +1077,34 @@ fn resolve_refuses_while_specs_are_conflicted() {
         "the driver must not leave markers"
     );
 }
+
+#[test]
+fn markers_committed_by_a_user_are_healed_by_pre_commit() {
+    let r = installed();
+    let p = "specs/01-domain/entities/Pedido.md";
+    r.git(&["checkout", "-q", "-b", "other"]);
+    r.write(
+        p,
+        &spec("Pedido", "entity", "theirs", "b0", &["Usuario", "Cliente"]),
+    );
+    r.git(&["commit", "-q", "-a", "-m", "theirs"]);
+    r.git(&["checkout", "-q", "main"]);
+    r.write(
+        p,
+        &spec("Pedido", "entity", "a0", "ours", &["Usuario", "Reto"]),
+    );
+    r.git(&["commit", "-q", "-a", "-m", "ours"]);
+    // Like a clone without the driver: git's text merge writes markers into the index files.
+    let o = crate::repo::command("git", &r.dir)
+        .env("KDD_MERGE", "0")
+        .args(["merge", "-q", "--no-edit", "other"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(!kdd_markers(&r).is_empty());
+    // The user "resolves" by adding everything as is; pre-commit heals it.
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-q", "--no-edit"]);
+    assert!(kdd_markers(&r).is_empty());
+    verify(&r, "HEAD");
+}
