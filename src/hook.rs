@@ -517,6 +517,32 @@ mod tests {
     }
 
     #[test]
+    fn state_roundtrip_and_header_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings {
+            repo_root: dir.path().to_path_buf(),
+            git_common_dir: dir.path().join(".git"),
+            bare: false,
+            specs_root: "specs".into(),
+            index_dir: dir.path().join(".kdd-index"),
+            cache_dir: dir.path().join("cache"),
+        };
+        let id = ObjectId::empty_blob(gix::hash::Kind::Sha1);
+        let mut st = State::default();
+        st.specs.insert(
+            "specs/a b.md".into(),
+            (id, vec![("nodes/entity/A.json".into(), id)]),
+        );
+        st.save(&settings);
+        assert_eq!(State::load(&settings), st);
+        let other = Settings {
+            specs_root: "docs".into(),
+            ..settings
+        };
+        assert_eq!(State::load(&other), State::default());
+    }
+
+    #[test]
     fn markers() {
         assert!(has_conflict_markers(b"a\n<<<<<<< HEAD\nb\n"));
         assert!(!has_conflict_markers(b"{\"a\": \"<<<<<<< \"}\n"));

@@ -55,6 +55,14 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             }
             None => settings.index_dir.clone(),
         };
+        let is_index = out.join("manifest.json").exists()
+            || std::fs::read_dir(&out).map_or(true, |mut d| d.next().is_none());
+        if !is_index {
+            anyhow::bail!(
+                "{}: not empty and not a kdd index (no manifest.json); pass an empty or index directory",
+                out.display()
+            );
+        }
         let paths = crate::artifact::ArtifactPaths::new(&out);
         for (rel, bytes) in &report.files {
             crate::artifact::write_if_changed(&paths.abs(rel), bytes)?;
