@@ -202,6 +202,15 @@ fn partial_staging_indexes_exactly_the_staged_blob() {
         blake(&r, &format!("HEAD:{path}"))
     );
     assert!(r.read(path).contains("UNSTAGED"), "unstaged edit lost");
+    // `git add -N` (intent to add) stages no content: nothing is indexed for it yet.
+    r.write("specs/01-domain/entities/Later.md", &entity("Later", "x"));
+    r.git(&["add", "-N", "specs/01-domain/entities/Later.md"]);
+    r.write("notes.txt", "n\n");
+    r.git(&["add", "notes.txt"]);
+    r.git(&["commit", "-q", "-m", "notes"]);
+    assert_eq!(changed_in(&r, "HEAD"), vec!["notes.txt"]);
+    r.git(&["reset", "-q", "--", "specs/01-domain/entities/Later.md"]);
+    std::fs::remove_file(r.dir.join("specs/01-domain/entities/Later.md")).unwrap();
     assert_eq!(r.git(&["diff", "--name-only"]).trim(), path);
     verify(&r, "HEAD");
 }
