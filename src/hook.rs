@@ -152,6 +152,9 @@ pub struct Options<'a> {
 /// Make `.kdd-index/` in the index git is committing agree with the staged specs (see module doc).
 pub fn heal(settings: &Settings, opts: Options<'_>) -> Result<Report, Error> {
     let repo = git::open(&settings.repo_root)?;
+    // One heal at a time per work tree (two hooks or agents writing .kdd-index/ at once would
+    // interleave); released when the file is dropped.
+    let _lock = lock(repo.git_dir());
     let index = git::load_index(&repo)?;
     let root = settings.specs_root.as_str();
     let staged_root = git::index_entries(&index, root);
@@ -387,6 +390,17 @@ pub fn heal(settings: &Settings, opts: Options<'_>) -> Result<Report, Error> {
     Ok(report)
 }
 
+fn lock(git_dir: &Path) -> Option<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(git_dir.join("kdd-hook.lock"))
+        .ok()?;
+    fs4::FileExt::lock(&f).ok()?;
+    Some(f)
+}
+
 fn duplicate(loser: &str, winner: &str, id: &str) -> Diagnostic {
     Diagnostic {
         severity: crate::spec::Severity::Error,
@@ -500,6 +514,32 @@ mod tests {
             Some(("edges", "entity/d/X"))
         );
         assert_eq!(stem_of("manifest.json"), None);
+    }
+
+    #[test]
+    fn state_roundtrip_and_header_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings {
+            repo_root: dir.path().to_path_buf(),
+            git_common_dir: dir.path().join(".git"),
+            bare: false,
+            specs_root: "specs".into(),
+            index_dir: dir.path().join(".kdd-index"),
+            cache_dir: dir.path().join("cache"),
+        };
+        let id = ObjectId::empty_blob(gix::hash::Kind::Sha1);
+        let mut st = State::default();
+        st.specs.insert(
+            "specs/a b.md".into(),
+            (id, vec![("nodes/entity/A.json".into(), id)]),
+        );
+        st.save(&settings);
+        assert_eq!(State::load(&settings), st);
+        let other = Settings {
+            specs_root: "docs".into(),
+            ..settings
+        };
+        assert_eq!(State::load(&other), State::default());
     }
 
     #[test]
