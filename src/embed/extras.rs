@@ -117,6 +117,8 @@ impl ArtifactExtras for L1Extras {
 }
 
 /// The index level a run will execute, with its extras.
+// One value per run: boxing the large variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Level {
     L2(L2Extras),
     /// L1 and the reason (already phrased for the user: what is missing and how to install it).
