@@ -1,28 +1,22 @@
-//! Benchmark dispatcher: `cargo bench --bench bench -- <name> [args…]`.
-//!
-//! Each benchmark lives in its own `bench/<name>.rs` with a `pub fn main(args: &[String]) ->
-//! Result<(), String>`; add one `mod` line and one match arm per entry.
+//! Benchmarks: `cargo bench --bench bench -- <name> [args]`; each prints its figures.
 
+mod embed;
+mod hook;
+mod query;
 mod synth;
 
 fn main() {
-    // `cargo bench` appends `--bench` to the arguments of harness-less benches; drop it.
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
-    let (name, rest) = match args.split_first() {
-        Some((n, r)) => (n.as_str(), r),
-        None => ("", &[][..]),
-    };
-    let result = match name {
-        "synth" => synth::main(rest),
-        _ => Err("usage: cargo bench --bench bench -- <synth> [args…]\n  \
-                  synth <dir> <n> [--seed S] [--domains D]   write a synthetic KDD corpus to <dir>/specs"
-            .to_string()),
-    };
-    if let Err(e) = result {
-        kdd::cli::output::error(&e);
-        std::process::exit(2);
+    match args.first().map(String::as_str) {
+        Some("embed") => embed::run(&args[1..]),
+        Some("hook") => hook::run(&args[1..]),
+        Some("query") => query::run(&args[1..]),
+        Some("synth") => synth::run(&args[1..]),
+        other => kdd::cli::output::error(&format!(
+            "unknown benchmark {other:?}; try: embed, hook, query, synth"
+        )),
     }
 }

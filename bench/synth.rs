@@ -126,8 +126,15 @@ pub fn generate_with(dir: &Path, opts: &Options) -> io::Result<Stats> {
     Ok(stats)
 }
 
-/// CLI entry: `synth <dir> <n> [--seed S] [--domains D]`.
-pub fn main(args: &[String]) -> Result<(), String> {
+/// `cargo bench --bench bench -- synth <dir> <n> [--seed S] [--domains D]`.
+pub fn run(args: &[String]) {
+    if let Err(e) = cli(args) {
+        kdd::cli::output::error(&e);
+        std::process::exit(2);
+    }
+}
+
+fn cli(args: &[String]) -> Result<(), String> {
     let mut pos = Vec::new();
     let mut seed = 42u64;
     let mut domains = 0usize;
