@@ -3,6 +3,7 @@
 mod embed;
 mod hook;
 mod query;
+mod synth;
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -13,8 +14,9 @@ fn main() {
         Some("embed") => embed::run(&args[1..]),
         Some("hook") => hook::run(&args[1..]),
         Some("query") => query::run(&args[1..]),
+        Some("synth") => synth::run(&args[1..]),
         other => kdd::cli::output::error(&format!(
-            "unknown benchmark {other:?}; try: embed, hook, query"
+            "unknown benchmark {other:?}; try: embed, hook, query, synth"
         )),
     }
 }
