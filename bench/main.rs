@@ -1,23 +1,24 @@
-//! Benchmarks that print figures (no timed assertions): `cargo bench --bench bench -- <name> [args]`.
-//!
-//! - `index [N…]`: full/incremental L1 index of synthetic corpora (default 1k and 10k specs).
+//! Benchmarks: `cargo bench --bench bench -- <name> [args]`; each prints its figures.
 
+mod embed;
+mod hook;
 mod index;
+mod query;
+mod synth;
 
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
-    let (name, rest) = match args.split_first() {
-        Some((n, r)) => (n.as_str(), r),
-        None => ("index", &[][..]),
-    };
-    match name {
-        "index" => index::run(rest),
-        other => {
-            kdd::cli::output::error(&format!("unknown bench `{other}`; available: index"));
-            std::process::exit(2);
-        }
+    match args.first().map(String::as_str) {
+        Some("embed") => embed::run(&args[1..]),
+        Some("hook") => hook::run(&args[1..]),
+        Some("index") => index::run(&args[1..]),
+        Some("query") => query::run(&args[1..]),
+        Some("synth") => synth::run(&args[1..]),
+        other => kdd::cli::output::error(&format!(
+            "unknown benchmark {other:?}; try: embed, hook, index, query, synth"
+        )),
     }
 }

@@ -109,9 +109,6 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, Error> {
         .tempfile_in(dir)
         .map_err(io(dir))?;
     tmp.write_all(bytes).map_err(io(path))?;
-    // No fsync per file: artifacts are derived from committed specs and regenerable, the rename
-    // already guarantees readers never see a partial file, and an fsync per file made a cold
-    // 1k-spec index take ~3 s instead of ~0.3 s (bench/index.rs).
     tmp.persist(path).map_err(|e| Error::Io {
         path: path.to_path_buf(),
         source: e.error,

@@ -1,0 +1,180 @@
+//! Bridge from spec bytes (read from a staged blob or a tree, never the work tree) to the exact
+//! artifact bytes `kdd index` writes, so the hook, the merge driver, `resolve` and `verify`
+//! agree with a full index byte for byte.
+//!
+//! Per spec: [`crate::extract::extract`] then [`crate::index::artifact_files`] (the one render
+//! point, with the L2 seam). The manifest follows `index`'s rules: domains of the indexed
+//! specs, multi-domain when any domain other than `_shared` exists, `kdd_version` from
+//! `<specs>/_kdd.yaml`, index level and embedding kept from the existing manifest.
+
+use crate::artifact::{render_manifest, ArtifactPaths, Manifest, Structure};
+use crate::config::Settings;
+use crate::spec::{Diagnostic, Node, Severity};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The committed artifacts of one spec: its node and every file under `.kdd-index/` it owns.
+#[derive(Debug, Clone)]
+pub struct Derived {
+    pub node: Node,
+    /// `(path relative to .kdd-index/, bytes)`, node file first.
+    pub files: Vec<(String, Vec<u8>)>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// True for a file under the specs root that is indexed (same rule as `kdd index`).
+pub fn is_spec_path(specs_root: &str, path: &str) -> bool {
+    crate::index::is_spec_path(path, specs_root)
+}
+
+/// Repo-relative path of `<specs>/_kdd.yaml`.
+pub fn kdd_yaml_path(specs_root: &str) -> String {
+    if specs_root.is_empty() {
+        "_kdd.yaml".to_string()
+    } else {
+        format!("{specs_root}/_kdd.yaml")
+    }
+}
+
+/// Derive the artifacts of the spec at repo-relative `path` with content `bytes`.
+/// A spec that cannot be read is an error diagnostic naming the file (and line when known).
+pub fn derive_spec(
+    settings: &Settings,
+    path: &str,
+    bytes: &[u8],
+    extras: Option<&dyn crate::index::ArtifactExtras>,
+) -> Result<Derived, Diagnostic> {
+    if bytes.len() > crate::parse::MAX_SPEC_BYTES {
+        return Err(Diagnostic {
+            severity: Severity::Error,
+            file: path.to_string(),
+            line: None,
+            message: format!(
+                "file is {} bytes, over the {} MB limit for a spec; skipped",
+                bytes.len(),
+                crate::parse::MAX_SPEC_BYTES / (1024 * 1024)
+            ),
+        });
+    }
+    let mut ex = crate::extract::extract(path, bytes, &settings.specs_root)?;
+    // L2: the embed step plugs in through `index::ArtifactExtras`, as in `kdd index`.
+    let (files, warning) =
+        crate::index::artifact_files(&ex, extras, &ArtifactPaths::new(&settings.index_dir));
+    let mut diagnostics = std::mem::take(&mut ex.diagnostics);
+    diagnostics.extend(warning);
+    Ok(Derived {
+        node: ex.node,
+        files,
+        diagnostics,
+    })
+}
+
+fn kdd_version(bytes: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let docs = yaml_rust2::YamlLoader::load_from_str(text).ok()?;
+    let v = crate::parse::frontmatter::to_json(docs.into_iter().next()?);
+    v.get("kdd_version")
+        .and_then(crate::parse::frontmatter::scalar)
+}
+
+/// The manifest for the indexed spec paths (repo-relative), given the staged `_kdd.yaml` and the
+/// existing manifest (whose index level, embedding and, without `_kdd.yaml`, `kdd_version` are
+/// kept: a hook on a machine without the model must not downgrade them).
+pub fn derive_manifest<'a>(
+    settings: &Settings,
+    spec_paths: impl Iterator<Item = &'a str>,
+    kdd_yaml: Option<&[u8]>,
+    existing: Option<&[u8]>,
+) -> Vec<u8> {
+    let domains: BTreeSet<String> = spec_paths
+        .filter_map(|p| crate::extract::route::locate(p, &settings.specs_root).domain)
+        .collect();
+    let structure = if domains.iter().any(|d| d != "_shared") {
+        Structure::MultiDomain
+    } else {
+        Structure::SingleDomain
+    };
+    let mut m = Manifest::new(
+        &settings.specs_root,
+        structure,
+        domains.into_iter().collect(),
+    );
+    let old = existing.and_then(|b| serde_json::from_slice::<Manifest>(b).ok());
+    if let Some(v) = kdd_yaml
+        .and_then(kdd_version)
+        .or_else(|| old.as_ref().map(|o| o.kdd_version.clone()))
+    {
+        m.kdd_version = v;
+    }
+    if let Some(old) = old {
+        m.index_level = old.index_level;
+        m.embedding = old.embedding;
+    }
+    render_manifest(&m)
+}
+
+/// The complete expected `.kdd-index/` (path relative to it → bytes) for the files of a tree,
+/// exactly what a fresh full index writes: duplicate ids go to the first path, specs that cannot
+/// be read are returned as diagnostics.
+pub fn derive_index(
+    settings: &Settings,
+    files: &[(String, Vec<u8>)],
+    existing_manifest: Option<&[u8]>,
+    extras: Option<&dyn crate::index::ArtifactExtras>,
+) -> (BTreeMap<String, Vec<u8>>, Vec<Diagnostic>) {
+    let mut out = BTreeMap::new();
+    let mut diags = Vec::new();
+    let mut ids: BTreeSet<String> = BTreeSet::new();
+    let mut indexed: Vec<&str> = Vec::new();
+    let mut sorted: Vec<&(String, Vec<u8>)> = files.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    let yaml = kdd_yaml_path(&settings.specs_root);
+    let kdd_yaml = sorted
+        .iter()
+        .find(|(p, _)| *p == yaml)
+        .map(|(_, b)| b.as_slice());
+    for (p, b) in sorted {
+        if !is_spec_path(&settings.specs_root, p) {
+            continue;
+        }
+        match derive_spec(settings, p, b, extras) {
+            Ok(d) => {
+                diags.extend(d.diagnostics);
+                if !ids.insert(d.node.id.clone()) {
+                    diags.push(Diagnostic {
+                        severity: Severity::Error,
+                        file: p.clone(),
+                        line: None,
+                        message: format!("duplicate id `{}`", d.node.id),
+                    });
+                    continue;
+                }
+                indexed.push(p);
+                out.extend(d.files);
+            }
+            Err(d) => diags.push(d),
+        }
+    }
+    if !indexed.is_empty() || existing_manifest.is_some() {
+        out.insert(
+            "manifest.json".to_string(),
+            derive_manifest(settings, indexed.into_iter(), kdd_yaml, existing_manifest),
+        );
+    }
+    (out, diags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_paths() {
+        assert!(is_spec_path("specs", "specs/01-domain/a.md"));
+        assert!(is_spec_path("specs", "specs/x.feature"));
+        assert!(!is_spec_path("specs", "specs/_kdd.yaml"));
+        assert!(!is_spec_path("specs", "docs/a.md"));
+        assert!(!is_spec_path("specs", "specs/.hidden/a.md"));
+        assert!(is_spec_path("", "a.md"));
+        assert!(!is_spec_path("", ".kdd-index/a.md"));
+    }
+}
