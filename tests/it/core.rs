@@ -784,3 +784,252 @@ fn real_corpus_kdd_standard_templates_index_without_crash() {
     let o = kdd(d, &["status"]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// The bundled demo corpus against its answer key (`fixtures/demo/EXPECTED.md`).
+#[test]
+fn demo_corpus_matches_its_answer_key() {
+    if !util::fixture("demo/specs").is_dir() {
+        eprintln!("skipping: fixtures/demo not present");
+        return;
+    }
+    let repo = util::git_repo();
+    let d = repo.path();
+    util::copy_dir(&util::fixture("demo/specs"), &d.join("specs"));
+    let settings = Settings::discover(d, None).unwrap();
+    let out = index::full(&settings, &index::Options::default()).unwrap();
+    assert_eq!((out.indexed, out.failed), (48, 0), "{:?}", out.diagnostics);
+    let g = graph(d);
+    let layers = |l: &str| g.nodes.iter().filter(|n| n.layer.as_str() == l).count();
+    assert_eq!(
+        [
+            layers("00-requirements"),
+            layers("01-domain"),
+            layers("02-behavior"),
+            layers("03-experience"),
+            layers("04-verification"),
+            layers("05-architecture")
+        ],
+        [6, 20, 11, 5, 4, 2]
+    );
+    let mut v: Vec<(&str, &str)> = g
+        .violations()
+        .map(|e| (e.from.as_str(), e.to.as_str()))
+        .collect();
+    v.dedup();
+    assert_eq!(
+        v,
+        [
+            ("BR:BR-DEVOLUCION-001", "UC:UC-003"),
+            ("Entity:Pedido", "CMD:CMD-002")
+        ]
+    );
+    let orphans: std::collections::BTreeSet<(&str, &str)> = g
+        .orphans
+        .iter()
+        .map(|o| (o.from.as_str(), o.to.as_str()))
+        .collect();
+    assert_eq!(
+        orphans.into_iter().collect::<Vec<_>>(),
+        [("UC:UC-001", "CMD-009-AplicarCupon")]
+    );
+    let expect: &[(&str, &str, &[&str])] = &[
+        (
+            "Entity:Pedido",
+            "EMITS",
+            &[
+                "EVT:EVT-Pedido-Creado",
+                "EVT:EVT-Pedido-Confirmado",
+                "EVT:EVT-Pedido-Enviado",
+                "EVT:EVT-Pedido-Cancelado",
+            ],
+        ),
+        (
+            "Entity:Devolucion",
+            "EMITS",
+            &[
+                "EVT:EVT-Devolucion-Solicitada",
+                "EVT:EVT-Devolucion-Aprobada",
+            ],
+        ),
+        ("Entity:Pago", "EMITS", &["EVT:EVT-Pago-Completado"]),
+        ("CMD:CMD-001", "EMITS", &["EVT:EVT-Pedido-Creado"]),
+        ("CMD:CMD-002", "EMITS", &["EVT:EVT-Pedido-Cancelado"]),
+        (
+            "CMD:CMD-003",
+            "EMITS",
+            &[
+                "EVT:EVT-Devolucion-Solicitada",
+                "EVT:EVT-Devolucion-Aprobada",
+            ],
+        ),
+        (
+            "BR:BR-PRECIO-001",
+            "ENTITY_RULE",
+            &["Entity:Pedido", "Entity:LineaPedido", "Entity:Producto"],
+        ),
+        (
+            "BR:BR-PEDIDO-001",
+            "ENTITY_RULE",
+            &["Entity:Pedido", "Entity:Devolucion"],
+        ),
+        (
+            "BR:BR-DEVOLUCION-001",
+            "ENTITY_RULE",
+            &["Entity:Devolucion", "Entity:Pedido", "Entity:Producto"],
+        ),
+        (
+            "BR:BR-003-RefundToOriginalMethod",
+            "ENTITY_RULE",
+            &["Entity:Devolucion", "Entity:Pago", "Entity:Pedido"],
+        ),
+        ("BP:BP-ENVIO-001", "ENTITY_POLICY", &["Entity:Pedido"]),
+        (
+            "UC:UC-001",
+            "UC_APPLIES_RULE",
+            &["BR:BR-PRECIO-001", "BP:BP-ENVIO-001", "XP:XP-AUDITORIA-001"],
+        ),
+        (
+            "UC:UC-002",
+            "UC_APPLIES_RULE",
+            &["BR:BR-PEDIDO-001", "BR:BR-003-RefundToOriginalMethod"],
+        ),
+        (
+            "UC:UC-003",
+            "UC_APPLIES_RULE",
+            &[
+                "BR:BR-DEVOLUCION-001",
+                "BR:BR-003-RefundToOriginalMethod",
+                "XP:XP-AUDITORIA-001",
+            ],
+        ),
+        ("UC:UC-001", "UC_EXECUTES_CMD", &["CMD:CMD-001"]),
+        (
+            "UC:UC-002",
+            "UC_EXECUTES_CMD",
+            &["CMD:CMD-002", "CMD:CMD-004"],
+        ),
+        (
+            "UC:UC-003",
+            "UC_EXECUTES_CMD",
+            &["CMD:CMD-003", "CMD:CMD-004"],
+        ),
+        ("UC:UC-001", "UC_STORY", &["OBJ:OBJ-001"]),
+        ("UC:UC-003", "UC_STORY", &["OBJ:OBJ-001"]),
+        ("UI:UI-Checkout", "VIEW_TRIGGERS_UC", &["UC:UC-001"]),
+        (
+            "UI:UI-DetallePedido",
+            "VIEW_TRIGGERS_UC",
+            &["UC:UC-002", "UC:UC-003"],
+        ),
+        (
+            "UI:UI-Checkout",
+            "VIEW_USES_COMPONENT",
+            &["UI:ResumenPedido"],
+        ),
+        (
+            "UI:UI-DetallePedido",
+            "VIEW_USES_COMPONENT",
+            &["UI:ResumenPedido", "UI:FormularioDevolucion"],
+        ),
+        (
+            "UI:ResumenPedido",
+            "COMPONENT_USES_ENTITY",
+            &["Entity:Pedido", "Entity:LineaPedido"],
+        ),
+        (
+            "UI:FormularioDevolucion",
+            "COMPONENT_USES_ENTITY",
+            &["Entity:Pedido"],
+        ),
+        (
+            "REQ:REQ-001",
+            "REQ_TRACES_TO",
+            &["UC:UC-001", "BR:BR-PRECIO-001", "CMD:CMD-001"],
+        ),
+        (
+            "REQ:REQ-002",
+            "REQ_TRACES_TO",
+            &[
+                "UC:UC-003",
+                "BR:BR-DEVOLUCION-001",
+                "CMD:CMD-003",
+                "CMD:CMD-004",
+                "BR:BR-003-RefundToOriginalMethod",
+            ],
+        ),
+        (
+            "Feature:devolucion",
+            "VALIDATES",
+            &[
+                "UC:UC-003",
+                "BR:BR-DEVOLUCION-001",
+                "CMD:CMD-003",
+                "CMD:CMD-004",
+                "BR:BR-003-RefundToOriginalMethod",
+            ],
+        ),
+        (
+            "Feature:realizar-pedido",
+            "VALIDATES",
+            &[
+                "UC:UC-001",
+                "BR:BR-PRECIO-001",
+                "CMD:CMD-001",
+                "BP:BP-ENVIO-001",
+            ],
+        ),
+        (
+            "ADR:ADR-0001",
+            "DECIDES_FOR",
+            &[
+                "System:STRIPE",
+                "Entity:Pago",
+                "CMD:CMD-004",
+                "BR:BR-003-RefundToOriginalMethod",
+            ],
+        ),
+        (
+            "ADR:ADR-0002",
+            "DECIDES_FOR",
+            &[
+                "EVT:EVT-Pedido-Confirmado",
+                "EVT:EVT-Devolucion-Aprobada",
+                "Entity:Pedido",
+                "CMD:CMD-004",
+                "ARCH:ARCH-CHARTER-Tienda",
+            ],
+        ),
+        (
+            "Entity:Pedido",
+            "DOMAIN_RELATION",
+            &[
+                "Role:Cliente",
+                "Entity:LineaPedido",
+                "Entity:Pago",
+                "Entity:Devolucion",
+            ],
+        ),
+        (
+            "Entity:Devolucion",
+            "DOMAIN_RELATION",
+            &["Entity:Pedido", "Role:Cliente", "Entity:Pago"],
+        ),
+    ];
+    for (from, t, tos) in expect {
+        for to in *tos {
+            edge(&g, from, to, t);
+        }
+    }
+    edge(&g, "UC:UC-003", "Entity:Devolucion", "WIKI_LINK");
+    assert!(!g
+        .orphans
+        .iter()
+        .any(|o| o.to.contains("Factura") || o.to.contains("Archivado")));
+    // Scenario ids resolve to their feature.
+    assert_eq!(
+        g.resolve_hint("SCN-SolicitarDevolucion-002")[0].id,
+        "Feature:devolucion"
+    );
+    assert_eq!(g.resolve_hint("src/pedido.ts")[0].id, "Entity:Pedido");
+    assert_eq!(g.resolve_hint("UC-003")[0].id, "UC:UC-003");
+}
