@@ -135,7 +135,22 @@ fn route_kind(path: &str, doc: &Document, loc: &Location, diags: &mut Vec<Diagno
     if let Some(k) = fm.get("kind").and_then(frontmatter::scalar) {
         warned = true;
         match Kind::parse(&k) {
-            Some(kind) => return kind,
+            Some(kind) => {
+                // FA-3: a kind in an unexpected folder is kept, with a warning.
+                if let Some(dir_kind) = route::kind_from_dirs(&loc.dirs) {
+                    if family(dir_kind) != family(kind) {
+                        diags.push(Diagnostic {
+                            severity: Severity::Warning,
+                            file: path.to_string(),
+                            line: None,
+                            message: format!(
+                                "kind `{kind}` in a folder meant for `{dir_kind}`; the front-matter kind wins (move the file or fix its kind)"
+                            ),
+                        });
+                    }
+                }
+                return kind;
+            }
             None => diags.push(Diagnostic {
                 severity: Severity::Warning,
                 file: path.to_string(),
@@ -174,6 +189,18 @@ fn route_kind(path: &str, doc: &Document, loc: &Location, diags: &mut Vec<Diagno
         message: "no `kind` in front-matter and no kind-specific name or folder; indexed as a generic document (add `kind: …` to the front-matter)".into(),
     });
     Kind::Document
+}
+
+/// Kinds that legitimately share folders (roles and systems live in `entities/`, policies in
+/// `rules/` in some templates, components in `views/` in PRD-era layouts).
+fn family(k: Kind) -> u8 {
+    match k {
+        Kind::Entity | Kind::Role | Kind::System | Kind::Glossary => 1,
+        Kind::BusinessRule | Kind::BusinessPolicy | Kind::CrossPolicy => 2,
+        Kind::UiView | Kind::UiComponent | Kind::UiFlow => 3,
+        Kind::Objective | Kind::Prd | Kind::Nfr | Kind::ValueUnit | Kind::Release => 4,
+        other => 10 + other as u8,
+    }
 }
 
 fn id_is_safe(id: &str) -> bool {
@@ -257,6 +284,16 @@ mod tests {
         let e = extract("specs/notes/README.md", b"hello", "specs").unwrap();
         assert_eq!(e.node.kind, Kind::Document);
         assert_eq!(e.node.id, "Doc:notes.README");
+        let e = extract(
+            "specs/02-behavior/commands/Pedido.md",
+            b"---\nkind: entity\n---\n# Pedido\n",
+            "specs",
+        )
+        .unwrap();
+        assert_eq!(e.node.kind, Kind::Entity);
+        assert!(e.diagnostics[0]
+            .message
+            .contains("folder meant for `command`"));
         let e = extract(
             "specs/x/Legacy.md",
             b"---\ntags: [entity]\n---\n# L\n",
