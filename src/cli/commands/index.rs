@@ -33,6 +33,8 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             output::info(&format!("kdd: indexing {done}/{total} files"));
         }
     };
+    // Fail fast on a missing specs root, before loading any model.
+    crate::index::list_specs(&settings)?;
     // L2 when the embedding runtime + model are available, else L1 with a warning (embed owns this).
     let level = crate::embed::extras::for_index(&settings.cache_dir);
     if let crate::embed::extras::Level::L1(_, why) = &level {
