@@ -1,6 +1,7 @@
 //! Integration tests: one binary, one module per area.
 
 mod core;
+mod demo;
 mod embed;
 mod git;
 mod query;
