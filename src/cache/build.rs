@@ -494,6 +494,7 @@ pub fn update(
         })
         .collect();
     use rayon::prelude::*;
+    #[allow(clippy::type_complexity)]
     let loaded: Vec<(String, Result<(NodeRecord, Vec<LoadedVector>), String>)> = todo
         .par_iter()
         .map(|(stem, _)| {
