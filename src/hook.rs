@@ -255,9 +255,10 @@ pub fn heal(settings: &Settings, opts: Options<'_>) -> Result<Report, Error> {
     let mut write: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut keep_files: BTreeSet<String> = claimed.clone();
     let mut derived_stems: BTreeSet<String> = BTreeSet::new();
+    let todo_set: BTreeSet<&String> = todo.iter().copied().collect();
     let mut indexed: BTreeSet<&str> = specs
         .keys()
-        .filter(|p| !todo.contains(p))
+        .filter(|p| !todo_set.contains(p))
         .map(String::as_str)
         .collect();
     let keep_node = |n: &Node, rel: &str, keep_files: &mut BTreeSet<String>| {
