@@ -926,7 +926,7 @@ fn randomized_merges_keep_index_equal_to_fresh_index() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(8);
-    let (mut merges, mut conflicted, mut index_conflicts) = (0, 0, 0);
+    let (mut merges, mut rebases, mut conflicted, mut index_conflicts) = (0, 0, 0, 0);
     for seed in 1..=seeds {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed.wrapping_mul(0x1000_0001));
         let r = Repo::new();
@@ -957,25 +957,61 @@ fn randomized_merges_keep_index_equal_to_fresh_index() {
             order.swap(i, rng.below(i + 1));
         }
         for b in order {
-            let ctx = format!("seed {seed} merge b{b}");
-            let o = r.git_out(&["merge", "--no-edit", "-q", &format!("b{b}")]);
-            if !o.status.success() {
-                conflicted += 1;
-                let u = r.git(&["diff", "--name-only", "--diff-filter=U"]);
-                index_conflicts += u.lines().filter(|l| l.starts_with(".kdd-index/")).count();
-                resolve_specs(&r, &mut rng);
-                let o = r.kdd(&["resolve"]);
-                assert!(o.status.success(), "{ctx}: resolve {:?}", text(&o));
-                let o = r.git_out(&["commit", "-q", "--no-edit"]);
-                assert!(o.status.success(), "{ctx}: commit {:?}", text(&o));
+            let branch = format!("b{b}");
+            // A third of the integrations rebase the branch onto main (the driver then sees the
+            // sides swapped) and fast-forward; the rest merge.
+            let rebase = rng.below(3) == 0;
+            let ctx = format!(
+                "seed {seed} {} {branch}",
+                if rebase { "rebase" } else { "merge" }
+            );
+            if rebase {
+                rebases += 1;
+                r.git(&["checkout", "-q", &branch]);
+                let mut o = r.git_out(&["rebase", "-q", "main"]);
+                let mut rounds = 0;
+                while !o.status.success() {
+                    rounds += 1;
+                    assert!(rounds < 20, "{ctx}: rebase does not finish {:?}", text(&o));
+                    conflicted += 1;
+                    let u = r.git(&["diff", "--name-only", "--diff-filter=U"]);
+                    index_conflicts += u.lines().filter(|l| l.starts_with(".kdd-index/")).count();
+                    resolve_specs(&r, &mut rng);
+                    let res = r.kdd(&["resolve"]);
+                    assert!(res.status.success(), "{ctx}: resolve {:?}", text(&res));
+                    o = r.git_out(&["-c", "core.editor=true", "rebase", "--continue"]);
+                    let (out, err) = text(&o);
+                    if !o.status.success()
+                        && (out.contains("nothing to commit")
+                            || err.contains("nothing to commit")
+                            || err.contains("No changes"))
+                    {
+                        o = r.git_out(&["rebase", "--skip"]);
+                    }
+                }
+                r.git(&["checkout", "-q", "main"]);
+                r.git(&["merge", "-q", "--ff-only", &branch]);
+            } else {
+                let o = r.git_out(&["merge", "--no-edit", "-q", &branch]);
+                if !o.status.success() {
+                    conflicted += 1;
+                    let u = r.git(&["diff", "--name-only", "--diff-filter=U"]);
+                    index_conflicts += u.lines().filter(|l| l.starts_with(".kdd-index/")).count();
+                    resolve_specs(&r, &mut rng);
+                    let o = r.kdd(&["resolve"]);
+                    assert!(o.status.success(), "{ctx}: resolve {:?}", text(&o));
+                    let o = r.git_out(&["commit", "-q", "--no-edit"]);
+                    assert!(o.status.success(), "{ctx}: commit {:?}", text(&o));
+                }
             }
             check_consistent(&r, &ctx);
             merges += 1;
         }
     }
     eprintln!(
-        "randomized merge scenarios: {merges} merges over {seeds} seeds; {conflicted} stopped on \
-         conflicts ({index_conflicts} unmerged .kdd-index/ paths fixed by `kdd resolve`)"
+        "randomized merge scenarios: {merges} integrations ({rebases} by rebase) over {seeds} \
+         seeds; {conflicted} stopped on conflicts ({index_conflicts} unmerged .kdd-index/ paths \
+         fixed by `kdd resolve`)"
     );
 }
 
