@@ -1,6 +1,8 @@
 //! Benchmarks: `cargo bench --bench bench -- <name> [args]`; each prints its figures.
 
+mod embed;
 mod hook;
+mod query;
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -8,7 +10,11 @@ fn main() {
         .filter(|a| a != "--bench")
         .collect();
     match args.first().map(String::as_str) {
+        Some("embed") => embed::run(&args[1..]),
         Some("hook") => hook::run(&args[1..]),
-        other => kdd::cli::output::error(&format!("unknown benchmark {other:?}; try: hook")),
+        Some("query") => query::run(&args[1..]),
+        other => kdd::cli::output::error(&format!(
+            "unknown benchmark {other:?}; try: embed, hook, query"
+        )),
     }
 }

@@ -93,7 +93,7 @@ pub fn refine_type(edge_type: &str, from: Kind, to: Kind) -> String {
             to,
             Kind::BusinessRule | Kind::BusinessPolicy | Kind::CrossPolicy
         ),
-        lt::UC_EXECUTES_CMD => to == Kind::Command,
+        lt::UC_EXECUTES_CMD => matches!(to, Kind::Command | Kind::Query),
         lt::UC_STORY => to == Kind::Objective,
         lt::VIEW_TRIGGERS_UC => to == Kind::UseCase,
         lt::VIEW_USES_COMPONENT => to == Kind::UiComponent,

@@ -1,1 +1,128 @@
-//! query stage (to be written).
+//! Every query of the PRD over the [`Cache`]: hybrid search (QRY-003), single-strategy search
+//! (QRY-002 / lexical), graph traversal (QRY-001), impact (QRY-004), coverage (QRY-005), layer
+//! violations (QRY-006), orphans and task context (QRY-007).
+//!
+//! This is the library API the CLI, the MCP server and the HTTP API wrap: each function takes
+//! the cache and a serde request and returns a serde response or a typed [`Error`] whose
+//! [`Error::code`] is the PRD error code (`QUERY_TOO_SHORT`, `NODE_NOT_FOUND`…).
+
+mod context;
+mod graph;
+mod hybrid;
+pub mod render;
+pub mod types;
+mod util;
+
+pub use context::context;
+pub use graph::{coverage, graph, impact, orphans, violations};
+pub use hybrid::{hybrid, search, QueryEmbedder};
+pub use types::*;
+pub use util::resolve_node;
+
+use crate::cache::Cache;
+
+/// Query errors; `code()` gives the PRD error code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("QUERY_TOO_SHORT: query text must be at least 3 characters")]
+    QueryTooShort,
+    #[error("INDEX_UNAVAILABLE: {0}")]
+    IndexUnavailable(String),
+    #[error("NODE_NOT_FOUND: node not found: {0} (try a full id like `Entity:Pedido`, a short id like `UC-004`, a file stem or a path)")]
+    NodeNotFound(String),
+    #[error("AMBIGUOUS_NODE: `{name}` names several nodes: {candidates} (use a full id)")]
+    Ambiguous { name: String, candidates: String },
+    #[error("EMPTY_HINTS: at least one hint is required")]
+    EmptyHints,
+    #[error("NO_EMBEDDINGS: semantic search requires an L2 index with embeddings and a loadable model ({0})")]
+    NoEmbeddings(String),
+    #[error("UNKNOWN_KIND: no coverage rules defined for kind: {0}")]
+    UnknownKind(String),
+    #[error("{code}: {message}")]
+    Invalid { code: &'static str, message: String },
+    #[error("INDEX_UNAVAILABLE: {0}")]
+    Cache(crate::cache::Error),
+}
+
+impl From<crate::cache::Error> for Error {
+    fn from(e: crate::cache::Error) -> Error {
+        match e {
+            crate::cache::Error::IndexUnavailable(p) => Error::IndexUnavailable(format!(
+                "no index available for querying at {} (run `kdd index` first)",
+                p.display()
+            )),
+            other => Error::Cache(other),
+        }
+    }
+}
+
+impl Error {
+    /// The PRD error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::QueryTooShort => "QUERY_TOO_SHORT",
+            Error::IndexUnavailable(_) | Error::Cache(_) => "INDEX_UNAVAILABLE",
+            Error::NodeNotFound(_) => "NODE_NOT_FOUND",
+            Error::Ambiguous { .. } => "AMBIGUOUS_NODE",
+            Error::EmptyHints => "EMPTY_HINTS",
+            Error::NoEmbeddings(_) => "NO_EMBEDDINGS",
+            Error::UnknownKind(_) => "UNKNOWN_KIND",
+            Error::Invalid { code, .. } => code,
+        }
+    }
+
+    pub(crate) fn invalid(code: &'static str, message: impl Into<String>) -> Error {
+        Error::Invalid {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Open the cache for a repository, mapping "no index" to `INDEX_UNAVAILABLE`.
+pub fn open(settings: &crate::config::Settings) -> Result<Cache, Error> {
+    Ok(Cache::open(settings)?)
+}
+
+/// The embed stage's model behind the [`QueryEmbedder`] seam (a mutex: embedding needs `&mut`).
+struct ModelEmbedder {
+    inner: std::sync::Mutex<Box<dyn crate::embed::Embedder + Send>>,
+    model: String,
+}
+
+impl QueryEmbedder for ModelEmbedder {
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, String> {
+        let mut g = self
+            .inner
+            .lock()
+            .map_err(|_| "embedder poisoned".to_string())?;
+        g.embed_query(text).map_err(|e| e.to_string())
+    }
+    fn model(&self) -> &str {
+        &self.model
+    }
+}
+
+/// The query embedder for an L2 index (the model the environment selects, which must be the
+/// one named in the manifest), when it can be loaded. `Err` says why semantic search is
+/// unavailable; hybrid search then degrades to L1 with a `NO_EMBEDDINGS` warning.
+pub fn embedder_for(
+    manifest: &crate::artifact::Manifest,
+    cache_dir: Option<&std::path::Path>,
+) -> Result<std::sync::Arc<dyn QueryEmbedder>, String> {
+    let Some(info) = manifest.embedding.as_ref() else {
+        return Err("the index has no embeddings".into());
+    };
+    let e = crate::embed::open(cache_dir).map_err(|e| e.to_string())?;
+    if e.model_id() != info.model {
+        return Err(format!(
+            "the index was embedded with `{}` but the available model is `{}`",
+            info.model,
+            e.model_id()
+        ));
+    }
+    Ok(std::sync::Arc::new(ModelEmbedder {
+        model: e.model_id().to_string(),
+        inner: std::sync::Mutex::new(e),
+    }))
+}

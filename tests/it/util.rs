@@ -73,15 +73,27 @@ pub fn repo_with_fixture(name: &str) -> tempfile::TempDir {
     dir
 }
 
-/// Run the real `kdd` binary in `dir`.
+/// Run the real `kdd` binary in `dir`. Embeddings are off (`KDD_NO_EMBED=1`) so results do not
+/// depend on whether a model is installed; L2 tests use [`kdd_env`].
 pub fn kdd(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kdd"))
-        .args(args)
+    kdd_env(dir, args, &[("KDD_NO_EMBED", "1")])
+}
+
+/// Run the real `kdd` binary in `dir` with extra environment variables (the warm embedder
+/// server is off unless `KDD_EMBED_WARM` is given).
+pub fn kdd_env(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kdd"));
+    c.args(args)
         .current_dir(dir)
         .env_remove("KDD_SPECS")
         .env_remove("KDD_CACHE_DIR")
-        .output()
-        .expect("kdd runs")
+        .env_remove("KDD_NO_EMBED")
+        .env_remove("KDD_TEST_EMBEDDER")
+        .env("KDD_EMBED_WARM", "0");
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.output().expect("kdd runs")
 }
 
 /// stdout + stderr of an output, for assertion messages.

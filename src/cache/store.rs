@@ -1,0 +1,161 @@
+//! The LMDB side of the cache (heed): nodes with their re-parsed text, raw links, resolved edges
+//! in both directions, the name table, per-artifact file stamps (for incremental updates),
+//! chunk references for vectors, and a meta table (version stamp, freshness fingerprint, graph
+//! summaries). One write transaction per update: readers always see a committed snapshot.
+
+use super::Error;
+use crate::spec::{IndexedFields, LinkRecord, Node};
+use heed::types::{SerdeJson, Str, U32};
+use heed::{byteorder::BE, Database, Env, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Text of one section as stored in the cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SectionText {
+    pub heading: String,
+    pub key: Option<String>,
+    pub level: u8,
+    pub ancestors: Vec<String>,
+    pub text: String,
+    pub line: usize,
+}
+
+/// Everything the cache knows about one node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    pub node: Node,
+    pub fields: IndexedFields,
+    pub sections: Vec<SectionText>,
+    /// Links as written (resolved globally into `fwd`/`rev`).
+    pub links: Vec<LinkRecord>,
+    /// The spec's bytes no longer match `source_hash` (or the spec is missing).
+    pub stale: bool,
+    /// Artifact stem (`entity/Pedido`) the record came from.
+    pub stem: String,
+    /// Vector item ids of this node's chunks.
+    #[serde(default)]
+    pub items: Vec<u32>,
+}
+
+/// A resolved, typed edge.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Edge {
+    pub from: String,
+    pub to: String,
+    pub edge_type: String,
+    /// BR-LAYER-001 violation (source layer below target layer in the 01→04 flow).
+    pub violation: bool,
+}
+
+/// One chunk behind a vector item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChunkRef {
+    pub node_id: String,
+    /// Section heading path of the chunk.
+    pub section: String,
+    pub text: String,
+}
+
+/// Size and mtime of an artifact file, to detect changes without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileStamp {
+    pub len: u64,
+    pub mtime_ns: i128,
+}
+
+type Json<T> = SerdeJson<T>;
+
+/// The LMDB environment and its tables.
+#[derive(Clone)]
+pub struct Store {
+    pub env: &'static Env<WithoutTls>,
+    pub meta: Database<'static, Str, Json<serde_json::Value>>,
+    pub nodes: Database<'static, Str, Json<NodeRecord>>,
+    pub fwd: Database<'static, Str, Json<Vec<Edge>>>,
+    pub rev: Database<'static, Str, Json<Vec<Edge>>>,
+    pub names: Database<'static, Str, Json<Vec<(super::resolve::KeyRank, String)>>>,
+    pub files: Database<'static, Str, Json<FileStamp>>,
+    pub chunks: Database<'static, U32<BE>, Json<ChunkRef>>,
+    pub vectors: arroy::Database<'static, arroy::distances::Cosine>,
+}
+
+impl Store {
+    /// Open (creating when missing) the environment in `dir`.
+    pub fn open(dir: &Path) -> Result<Store, Error> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let mut opts = EnvOpenOptions::new().read_txn_without_tls();
+        opts.map_size(8 << 30).max_dbs(12).max_readers(512);
+        // SAFETY: heed requires that the same environment is not opened twice in one process
+        // and that the files are not modified outside LMDB. The cache directory is private to
+        // kdd and every environment is opened once per process (see `super::env_for`), then
+        // leaked so its databases can be `'static` (arroy needs that).
+        #[allow(unsafe_code)]
+        let env = unsafe { opts.open(dir) }.map_err(|e| Error::lmdb(dir, e))?;
+        let env: &'static Env<WithoutTls> = Box::leak(Box::new(env));
+        let wtxn = env.write_txn().map_err(|e| Error::lmdb(dir, e))?;
+        let dbs = env
+            .create_databases_and_commit(wtxn, |o, w| -> heed::Result<_> {
+                let meta = o.create_database(w, Some("meta"))?;
+                let nodes = o.create_database(w, Some("nodes"))?;
+                let fwd = o.create_database(w, Some("fwd"))?;
+                let rev = o.create_database(w, Some("rev"))?;
+                let names = o.create_database(w, Some("names"))?;
+                let files = o.create_database(w, Some("files"))?;
+                let chunks = o.create_database(w, Some("chunks"))?;
+                let vectors = o.create_database(w, Some("vectors"))?;
+                Ok(heed::CommitOrAbort::<_, ()>::Commit((
+                    meta, nodes, fwd, rev, names, files, chunks, vectors,
+                )))
+            })
+            .map_err(|e| Error::lmdb(dir, e))?
+            .unwrap_commit();
+        let (meta, nodes, fwd, rev, names, files, chunks, vectors) = dbs;
+        Ok(Store {
+            env,
+            meta,
+            nodes,
+            fwd,
+            rev,
+            names,
+            files,
+            chunks,
+            vectors,
+        })
+    }
+
+    pub fn rtxn(&self) -> Result<RoTxn<'static, WithoutTls>, Error> {
+        self.env
+            .read_txn()
+            .map_err(|e| Error::Corrupt(format!("lmdb read: {e}")))
+    }
+
+    pub fn wtxn(&self) -> Result<RwTxn<'static>, Error> {
+        self.env
+            .write_txn()
+            .map_err(|e| Error::Corrupt(format!("lmdb write: {e}")))
+    }
+
+    pub fn get_meta<T: for<'de> Deserialize<'de>>(
+        &self,
+        txn: &RoTxn,
+        key: &str,
+    ) -> Result<Option<T>, Error> {
+        match self.meta.get(txn, key).map_err(lm)? {
+            Some(v) => serde_json::from_value(v)
+                .map(Some)
+                .map_err(|e| Error::Corrupt(format!("cache meta {key}: {e}"))),
+            None => Ok(None),
+        }
+    }
+
+    pub fn put_meta<T: Serialize>(&self, txn: &mut RwTxn, key: &str, v: &T) -> Result<(), Error> {
+        let v = serde_json::to_value(v).map_err(|e| Error::Corrupt(e.to_string()))?;
+        self.meta.put(txn, key, &v).map_err(lm)
+    }
+}
+
+/// Map a heed error to a cache error.
+pub fn lm(e: heed::Error) -> Error {
+    Error::Corrupt(format!("lmdb: {e}"))
+}

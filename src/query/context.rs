@@ -1,0 +1,295 @@
+//! QRY-007: task context from hints (file paths, ids, names, keywords).
+//!
+//! 1. Hint resolution: exact id / short id / file stem / title / alias; for paths, the basename
+//!    without extension (`src/pedido.ts` → `pedido` → `Entity:Pedido`, `enrich_with_agent.py` →
+//!    every node titled `EnrichWithAgent`); otherwise a lexical search (keywords).
+//! 2. Discovery: the resolved nodes themselves (when they are rules or behaviour), their graph
+//!    neighbours of constraint kinds (rules, policies) and behaviour kinds (use cases, commands,
+//!    queries, processes), up to `depth` hops; a use case brings its own structure with it (the
+//!    rules it applies and the commands it executes).
+//! 3. Content: the part of each spec an agent must respect (declaration of a rule, pre/post
+//!    conditions of a command, description + main flow of a use case).
+//! 4. Constraints first, then behaviour; nearest first; cut at the token budget.
+
+use super::types::*;
+use super::util::{clip, section_text, summary, tokens};
+use super::Error;
+use crate::cache::resolve::{file_stem, KeyRank};
+use crate::cache::{Cache, NodeRecord, Snapshot, TextFilter};
+use crate::spec::Kind;
+use std::collections::{BTreeMap, VecDeque};
+
+fn is_constraint(k: Kind) -> bool {
+    matches!(
+        k,
+        Kind::BusinessRule | Kind::BusinessPolicy | Kind::CrossPolicy
+    )
+}
+
+fn is_behavior(k: Kind) -> bool {
+    matches!(
+        k,
+        Kind::UseCase | Kind::Command | Kind::Query | Kind::Process
+    )
+}
+
+/// Edges that make a use case's structure (followed from any use case reached).
+fn is_structure(t: &str) -> bool {
+    matches!(t, "UC_APPLIES_RULE" | "UC_EXECUTES_CMD")
+}
+
+fn content_of(rec: &NodeRecord) -> String {
+    let k = rec.node.kind;
+    let mut parts: Vec<&str> = Vec::new();
+    if is_constraint(k) {
+        parts.extend(section_text(
+            rec,
+            &["declaration", "declaracion", "statement"],
+        ));
+        parts.extend(section_text(
+            rec,
+            &["when_applies", "cuando aplica", "when applies"],
+        ));
+        parts.extend(section_text(
+            rec,
+            &["violation", "violacion", "que pasa si se incumple"],
+        ));
+    } else if matches!(k, Kind::Command | Kind::Query) {
+        parts.extend(section_text(
+            rec,
+            &["purpose", "proposito", "description", "descripcion"],
+        ));
+        parts.extend(section_text(rec, &["preconditions", "precondiciones"]));
+        parts.extend(section_text(rec, &["postconditions", "postcondiciones"]));
+    } else if k == Kind::UseCase {
+        parts.extend(section_text(rec, &["description", "descripcion"]));
+        parts.extend(section_text(
+            rec,
+            &["main_flow", "flujo principal", "main flow"],
+        ));
+    }
+    if parts.is_empty() {
+        parts.push(summary(rec));
+    }
+    clip(&parts.join("\n"), 1200)
+}
+
+fn resolve_hint(snap: &Snapshot<'_>, hint: &str) -> Result<Vec<(String, String)>, Error> {
+    let h = hint.trim();
+    if h.is_empty() {
+        return Ok(Vec::new());
+    }
+    if snap.node(h)?.is_some() {
+        return Ok(vec![(h.to_string(), "exact_id".into())]);
+    }
+    let is_path = h.contains('/') || h.contains('\\') || {
+        let ext = h.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+        !ext.is_empty()
+            && ext.len() <= 5
+            && ext.chars().all(|c| c.is_ascii_alphanumeric())
+            && !ext.chars().all(|c| c.is_ascii_digit())
+    };
+    if is_path {
+        let norm = h.replace('\\', "/");
+        for rec in snap.all_nodes()? {
+            if rec.node.source_file == norm || rec.node.source_file.ends_with(&format!("/{norm}")) {
+                return Ok(vec![(rec.node.id, "path".into())]);
+            }
+        }
+        // A code file is named after what it implements: every spec named like its basename
+        // (id, stem, title or alias), preferring specs over test features when both exist.
+        let stem = file_stem(&norm);
+        let mut c = snap.lookup(stem)?;
+        let mut spec_like = Vec::new();
+        for (r, id) in &c {
+            if let Some(n) = snap.node(id)? {
+                if !matches!(n.node.kind, Kind::Feature | Kind::Requirement) {
+                    spec_like.push((*r, id.clone()));
+                }
+            }
+        }
+        if !spec_like.is_empty() {
+            c = spec_like;
+        }
+        if let Some(best) = c.iter().map(|(r, _)| *r).min() {
+            return Ok(c
+                .into_iter()
+                .filter(|(r, _)| *r == best)
+                .map(|(_, id)| (id, "basename".into()))
+                .collect());
+        }
+        return Ok(Vec::new());
+    }
+    let c = snap.lookup(h)?;
+    if !c.is_empty() {
+        let best = c[0].0;
+        return Ok(c
+            .into_iter()
+            .filter(|(r, _)| *r == best)
+            .map(|(r, id)| (id, r.method().to_string()))
+            .collect());
+    }
+    if let Some(s) = crate::cache::resolve::short_id(h) {
+        let c = snap.lookup(s)?;
+        if let Some((r, _)) = c.first() {
+            if *r <= KeyRank::Short {
+                return Ok(vec![(c[0].1.clone(), "short_id".into())]);
+            }
+        }
+    }
+    // Keywords: the best lexical hits (those within half of the best score).
+    if h.chars().count() < 3 {
+        return Ok(Vec::new());
+    }
+    let hits = snap.lexical(h, &TextFilter::default(), 5)?;
+    let top = hits.first().map(|x| x.score).unwrap_or(0.0);
+    Ok(hits
+        .into_iter()
+        .filter(|x| x.score >= top * 0.5)
+        .take(3)
+        .map(|x| (x.node_id, "text_search".into()))
+        .collect())
+}
+
+/// QRY-007: constraints and behaviour an agent should know before touching the hinted code.
+pub fn context(cache: &Cache, req: &ContextRequest) -> Result<ContextResponse, Error> {
+    if req.hints.iter().all(|h| h.trim().is_empty()) {
+        return Err(Error::EmptyHints);
+    }
+    if !(1..=3).contains(&req.depth) {
+        return Err(Error::invalid(
+            "INVALID_DEPTH",
+            "depth must be between 1 and 3",
+        ));
+    }
+    let snap = cache.snapshot()?;
+    let mut warnings = Vec::new();
+    let mut resolved = Vec::new();
+    let mut seeds: Vec<String> = Vec::new();
+    for h in &req.hints {
+        if h.trim().is_empty() {
+            continue;
+        }
+        let r = resolve_hint(&snap, h)?;
+        if r.is_empty() {
+            warnings.push(format!("No match found for hint: '{h}'"));
+        }
+        for (id, method) in r {
+            if !resolved.iter().any(|x: &ResolvedEntity| x.node_id == id) {
+                resolved.push(ResolvedEntity {
+                    node_id: id.clone(),
+                    matched_from: h.clone(),
+                    match_method: method,
+                });
+            }
+            if !seeds.contains(&id) {
+                seeds.push(id);
+            }
+        }
+    }
+    // Discovery: BFS from the seeds; found node → (distance, path).
+    let mut found: BTreeMap<String, (u8, String)> = BTreeMap::new();
+    let mut q: VecDeque<(String, u8, String)> = VecDeque::new();
+    for s in &seeds {
+        found.insert(s.clone(), (0, s.clone()));
+        q.push_back((s.clone(), 0, s.clone()));
+    }
+    let mut kinds: BTreeMap<String, Kind> = BTreeMap::new();
+    while let Some((cur, d, path)) = q.pop_front() {
+        let Some(rec) = snap.node(&cur)? else {
+            continue;
+        };
+        kinds.insert(cur.clone(), rec.node.kind);
+        let structure_only = d >= req.depth;
+        let uc = rec.node.kind == Kind::UseCase;
+        let mut nbs: Vec<(String, String)> = Vec::new();
+        for e in snap.out_edges(&cur)? {
+            if !structure_only || (uc && is_structure(&e.edge_type)) {
+                nbs.push((e.to, e.edge_type));
+            }
+        }
+        if !structure_only {
+            for e in snap.in_edges(&cur)? {
+                nbs.push((e.from, e.edge_type));
+            }
+        }
+        for (nb, ty) in nbs {
+            if found.contains_key(&nb) {
+                continue;
+            }
+            let Some(n) = snap.node(&nb)? else { continue };
+            let k = n.node.kind;
+            if !(is_constraint(k) || is_behavior(k)) {
+                continue;
+            }
+            let np = format!("{path} -> {ty} -> {nb}");
+            let nd = if structure_only { d } else { d + 1 };
+            found.insert(nb.clone(), (nd, np.clone()));
+            // Use cases always bring their structure; other nodes expand while depth allows.
+            if nd < req.depth || k == Kind::UseCase {
+                q.push_back((nb, nd, np));
+            }
+        }
+    }
+    let mut items: Vec<(u8, u8, String, ContextItem)> = Vec::new();
+    for (id, (d, path)) in &found {
+        let Some(rec) = snap.node(id)? else { continue };
+        let k = rec.node.kind;
+        let group = if is_constraint(k) {
+            0
+        } else if is_behavior(k) {
+            1
+        } else {
+            continue;
+        };
+        items.push((
+            group,
+            *d,
+            id.clone(),
+            ContextItem {
+                node_id: id.clone(),
+                kind: k,
+                title: rec.node.title.clone(),
+                content: content_of(&rec),
+                source_file: rec.node.source_file.clone(),
+                reached_via: if *d == 0 && !path.contains(" -> ") {
+                    format!("hint -> {id}")
+                } else {
+                    path.clone()
+                },
+            },
+        ));
+    }
+    items.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
+    let mut constraints = Vec::new();
+    let mut behavior = Vec::new();
+    let mut total_tokens = 0;
+    let mut dropped = 0;
+    for (group, _, _, item) in items {
+        let t = tokens(&item.content) + tokens(&item.node_id) + tokens(&item.reached_via) + 8;
+        if total_tokens + t > req.max_tokens {
+            dropped += 1;
+            continue;
+        }
+        total_tokens += t;
+        if group == 0 {
+            constraints.push(item);
+        } else {
+            behavior.push(item);
+        }
+    }
+    if dropped > 0 {
+        warnings.push(format!(
+            "Token budget of {} reached: {dropped} item(s) omitted",
+            req.max_tokens
+        ));
+    }
+    Ok(ContextResponse {
+        total_items: constraints.len() + behavior.len(),
+        constraints,
+        behavior,
+        resolved_entities: resolved,
+        warnings,
+        total_tokens,
+    })
+}

@@ -1,0 +1,481 @@
+//! QRY-003 hybrid search and QRY-002/lexical single-strategy search.
+//!
+//! Ranking:
+//! 1. Lexical: field-weighted BM25 over identity and section documents (see `cache::text`),
+//!    one score per node = identity match + best section (+ a little of the second best).
+//! 2. Semantic (L2): cosine of the query embedding against every chunk vector; a node scores its
+//!    best chunk.
+//! 3. Fusion: each signal is normalised by its best score in this answer, then combined with
+//!    fixed weights (semantic ≥ lexical when both exist). At L1 lexical carries the ranking alone,
+//!    so L1 is fully useful.
+//! 4. Graph: the top hits are expanded through typed, weighted edges (rules applied, commands
+//!    executed, events emitted…; generic wiki-links weigh little and hubs are damped). Expansion
+//!    adds context below the direct hits and gives a small bonus to direct hits that are also
+//!    reached from a better hit; it never reorders the top blindly.
+
+use super::types::*;
+use super::util::{brief, clip, snippet, summary, tokens};
+use super::Error;
+use crate::artifact::IndexLevel;
+use crate::cache::{Cache, NodeRecord, Snapshot, TextFilter};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+/// Turns a query into a vector comparable with the stored chunk vectors.
+pub trait QueryEmbedder: Send + Sync {
+    /// Embed one query text.
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, String>;
+    /// Model id (must match the index manifest).
+    fn model(&self) -> &str;
+}
+
+/// Weight of the lexical signal in the fusion.
+const W_LEX: f32 = 1.0;
+/// Weight of the semantic signal in the fusion.
+const W_SEM: f32 = 1.2;
+/// How many top hits seed the graph expansion.
+const SEEDS: usize = 3;
+/// Share of its seed's score an expanded node inherits (times the edge weight).
+const EXPAND_FACTOR: f32 = 0.5;
+/// Bonus (times edge weight and seed score) for a direct hit also reached from a better hit.
+const GRAPH_BONUS: f32 = 0.1;
+
+/// Weight of an edge type for expansion: typed structure first, generic links last.
+pub fn edge_weight(t: &str) -> f32 {
+    match t {
+        "UC_APPLIES_RULE" | "UC_EXECUTES_CMD" => 0.9,
+        "ENTITY_RULE" | "ENTITY_POLICY" => 0.8,
+        "EMITS" | "CONSUMES" => 0.7,
+        "VALIDATES" | "REQ_TRACES_TO" | "VIEW_TRIGGERS_UC" => 0.6,
+        "DOMAIN_RELATION" | "UC_STORY" | "DECIDES_FOR" => 0.5,
+        "WIKI_LINK" | "CROSS_DOMAIN_REF" => 0.25,
+        t if t.chars().any(|c| c.is_ascii_lowercase()) => 0.5,
+        _ => 0.4,
+    }
+}
+
+fn validate(query: &str, limit: usize, min_score: f32) -> Result<(), Error> {
+    if query.trim().chars().count() < 3 {
+        return Err(Error::QueryTooShort);
+    }
+    if !(1..=100).contains(&limit) {
+        return Err(Error::invalid(
+            "INVALID_LIMIT",
+            "limit must be between 1 and 100",
+        ));
+    }
+    if !(0.0..=1.0).contains(&min_score) {
+        return Err(Error::invalid(
+            "INVALID_SCORE_RANGE",
+            "min_score must be between 0.0 and 1.0",
+        ));
+    }
+    Ok(())
+}
+
+struct Signals {
+    lex: Option<(f32, usize)>,
+    sem: Option<(f32, usize)>,
+    best_section: Option<usize>,
+    sem_text: Option<String>,
+}
+
+fn filter_of(
+    kinds: &[crate::spec::Kind],
+    layers: &[crate::spec::Layer],
+    domain: &Option<String>,
+) -> TextFilter {
+    TextFilter {
+        kinds: kinds.iter().map(|k| k.as_str().to_string()).collect(),
+        layers: layers.iter().map(|l| l.as_str().to_string()).collect(),
+        domain: domain.clone(),
+    }
+}
+
+fn passes(rec: &NodeRecord, f: &TextFilter) -> bool {
+    (f.kinds.is_empty() || f.kinds.iter().any(|k| k == rec.node.kind.as_str()))
+        && (f.layers.is_empty() || f.layers.iter().any(|l| l == rec.node.layer.as_str()))
+        && (f.domain.is_none() || f.domain == rec.node.domain)
+}
+
+/// (node id, best cosine, chunk text).
+type SemHit = (String, f32, String);
+
+/// Semantic hits, best first; `Err(reason)` when unavailable.
+fn semantic(
+    snap: &Snapshot<'_>,
+    query: &str,
+    limit: usize,
+) -> Result<Result<Vec<SemHit>, String>, Error> {
+    let cache = snap.cache;
+    if cache.level() < IndexLevel::L2 {
+        return Ok(Err("the index is L1 (no embeddings)".into()));
+    }
+    let Some(emb) = cache.embedder() else {
+        return Ok(Err(cache
+            .embedder_missing()
+            .unwrap_or("no embedding model loaded")
+            .to_string()));
+    };
+    let v = match emb.embed_query(query) {
+        Ok(v) => v,
+        Err(e) => return Ok(Err(format!("embedding the query failed: {e}"))),
+    };
+    Ok(snap.nearest(&v, limit).map_err(|e| e.to_string()))
+}
+
+fn hit_of(
+    rec: &NodeRecord,
+    score: f32,
+    match_source: &str,
+    snip: String,
+    via: Option<String>,
+) -> Hit {
+    Hit {
+        node_id: rec.node.id.clone(),
+        kind: rec.node.kind,
+        score: (score * 10_000.0).round() / 10_000.0,
+        source_file: rec.node.source_file.clone(),
+        match_source: match_source.to_string(),
+        snippet: snip,
+        title: rec.node.title.clone(),
+        layer: rec.node.layer,
+        domain: rec.node.domain.clone(),
+        indexed_fields: rec.fields.clone(),
+        reached_via: via,
+    }
+}
+
+fn hit_tokens(h: &Hit) -> usize {
+    tokens(&h.snippet)
+        + tokens(&h.title)
+        + tokens(&serde_json::to_string(&h.indexed_fields).unwrap_or_default())
+        + 12
+}
+
+/// Ranked direct hits (lexical + semantic), best first: (node id, fused score, signals).
+fn ranked(
+    snap: &Snapshot<'_>,
+    query: &str,
+    filter: &TextFilter,
+    want: usize,
+    use_lex: bool,
+    use_sem: bool,
+    warnings: &mut Vec<Warning>,
+) -> Result<Vec<(String, f32, Signals)>, Error> {
+    let pool = (want * 4).max(40);
+    let lex = if use_lex {
+        snap.lexical(query, filter, pool)?
+    } else {
+        Vec::new()
+    };
+    let sem = if use_sem {
+        match semantic(snap, query, pool * 3)? {
+            Ok(v) => v,
+            Err(reason) => {
+                warnings.push(Warning::new(
+                    "NO_EMBEDDINGS",
+                    format!("No embeddings available ({reason}), falling back to graph + lexical"),
+                ));
+                Vec::new()
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    let mut sig: BTreeMap<String, Signals> = BTreeMap::new();
+    let lex_max = lex.first().map(|h| h.score).unwrap_or(0.0).max(1e-6);
+    for (i, h) in lex.iter().enumerate() {
+        sig.insert(
+            h.node_id.clone(),
+            Signals {
+                lex: Some((h.score / lex_max, i)),
+                sem: None,
+                best_section: h.best_section,
+                sem_text: None,
+            },
+        );
+    }
+    let sem_max = sem.iter().map(|s| s.1).fold(0.0f32, f32::max).max(1e-6);
+    for (i, (id, s, text)) in sem.iter().enumerate() {
+        let e = sig.entry(id.clone()).or_insert(Signals {
+            lex: None,
+            sem: None,
+            best_section: None,
+            sem_text: None,
+        });
+        e.sem = Some((s / sem_max, i));
+        e.sem_text = Some(text.clone());
+    }
+    let have_sem = !sem.is_empty();
+    let have_lex = !lex.is_empty();
+    let wsum = if have_sem { W_SEM } else { 0.0 } + if have_lex { W_LEX } else { 0.0 };
+    let mut out: Vec<(String, f32, Signals)> = sig
+        .into_iter()
+        .map(|(id, s)| {
+            let l = s.lex.map(|x| x.0).unwrap_or(0.0);
+            let m = s.sem.map(|x| x.0).unwrap_or(0.0);
+            let fused = if wsum > 0.0 {
+                (W_LEX * l + W_SEM * m) / wsum
+            } else {
+                0.0
+            };
+            (id, fused, s)
+        })
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(out)
+}
+
+fn source_name(s: &Signals, graph: bool) -> &'static str {
+    let n = s.lex.is_some() as u8 + s.sem.is_some() as u8 + graph as u8;
+    if n > 1 {
+        "fusion"
+    } else if s.sem.is_some() {
+        "semantic"
+    } else if s.lex.is_some() {
+        "lexical"
+    } else {
+        "graph"
+    }
+}
+
+fn make_snippet(snap: &Snapshot<'_>, rec: &NodeRecord, s: &Signals, words: &[String]) -> String {
+    let _ = snap;
+    if let Some(i) = s.best_section {
+        if let Some(sec) = rec.sections.get(i) {
+            if !sec.text.trim().is_empty() {
+                return snippet(&sec.text, words, 240);
+            }
+        }
+    }
+    if let Some(t) = &s.sem_text {
+        return clip(t, 240);
+    }
+    snippet(summary(rec), words, 240)
+}
+
+/// QRY-003: hybrid search (semantic + lexical + graph).
+pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Error> {
+    validate(&req.query, req.limit, req.min_score)?;
+    if !(1..=5).contains(&req.depth) {
+        return Err(Error::invalid(
+            "INVALID_DEPTH",
+            "depth must be between 1 and 5",
+        ));
+    }
+    let snap = cache.snapshot()?;
+    let filter = filter_of(&req.kinds, &req.layers, &req.domain);
+    let mut warnings = Vec::new();
+    let direct = ranked(
+        &snap,
+        &req.query,
+        &filter,
+        req.limit,
+        true,
+        true,
+        &mut warnings,
+    )?;
+    let words = snap.query_words(&req.query);
+
+    // Graph expansion from the top hits.
+    let mut scores: HashMap<String, f32> =
+        direct.iter().map(|(id, s, _)| (id.clone(), *s)).collect();
+    let mut graph_hit: HashSet<String> = HashSet::new();
+    let mut expanded: BTreeMap<String, (f32, String)> = BTreeMap::new();
+    let mut followed: Vec<EdgeRef> = Vec::new();
+    if req.expand {
+        for (seed, seed_score, _) in direct.iter().take(SEEDS) {
+            let mut seen: HashSet<String> = HashSet::from([seed.clone()]);
+            let mut q: VecDeque<(String, u8, f32, String)> =
+                VecDeque::from([(seed.clone(), 0u8, *seed_score, seed.clone())]);
+            while let Some((cur, d, s, path)) = q.pop_front() {
+                if d >= req.depth {
+                    continue;
+                }
+                let mut nexts: Vec<(String, String, bool, f32)> = Vec::new();
+                for e in snap.out_edges(&cur)? {
+                    nexts.push((e.to.clone(), e.edge_type.clone(), e.violation, 1.0));
+                }
+                for e in snap.in_edges(&cur)? {
+                    nexts.push((e.from.clone(), e.edge_type.clone(), e.violation, 0.8));
+                }
+                for (nb, ty, viol, dir_w) in nexts {
+                    if req.respect_layers && viol {
+                        continue;
+                    }
+                    if !seen.insert(nb.clone()) {
+                        continue;
+                    }
+                    let indeg = snap.in_edges(&nb)?.len().max(1) as f32;
+                    let hub = 1.0 / (1.0 + (indeg / 8.0)).sqrt();
+                    let w = edge_weight(&ty) * dir_w * hub;
+                    let ns = s * w * EXPAND_FACTOR;
+                    let npath = format!("{path} -> {ty} -> {nb}");
+                    let (from, to) = if dir_w == 1.0 {
+                        (cur.clone(), nb.clone())
+                    } else {
+                        (nb.clone(), cur.clone())
+                    };
+                    let er = EdgeRef {
+                        from_node: from,
+                        to_node: to,
+                        edge_type: ty.clone(),
+                    };
+                    if let Some(own) = scores.get(&nb).copied() {
+                        if own < *seed_score && direct.iter().any(|(id, _, _)| *id == nb) {
+                            let bonus = GRAPH_BONUS * w * seed_score;
+                            scores.insert(nb.clone(), own + bonus);
+                            graph_hit.insert(nb.clone());
+                            if !followed.contains(&er) {
+                                followed.push(er);
+                            }
+                        }
+                    } else {
+                        let e = expanded.entry(nb.clone()).or_insert((0.0, String::new()));
+                        if ns > e.0 {
+                            *e = (ns, npath.clone());
+                        }
+                        if !followed.contains(&er) {
+                            followed.push(er);
+                        }
+                    }
+                    q.push_back((nb, d + 1, ns, npath));
+                }
+            }
+        }
+    }
+
+    // Assemble: direct hits and expanded nodes, best first.
+    let mut all: Vec<(String, f32, Option<String>)> = direct
+        .iter()
+        .map(|(id, _, _)| (id.clone(), scores[id], None))
+        .collect();
+    for (id, (s, path)) in expanded {
+        all.push((id, s, Some(path)));
+    }
+    all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let top = all.first().map(|x| x.1).unwrap_or(1.0).max(1.0);
+    let sigs: HashMap<&str, &Signals> = direct.iter().map(|(id, _, s)| (id.as_str(), s)).collect();
+    let mut results = Vec::new();
+    let mut total_tokens = 0usize;
+    let mut truncated = false;
+    for (id, s, via) in all {
+        if results.len() >= req.limit {
+            break;
+        }
+        let score = s / top;
+        if score < req.min_score {
+            continue;
+        }
+        let Some(rec) = snap.node(&id)? else { continue };
+        if !passes(&rec, &filter) {
+            continue;
+        }
+        let hit = match sigs.get(id.as_str()) {
+            Some(sg) => hit_of(
+                &rec,
+                score,
+                source_name(sg, graph_hit.contains(&id)),
+                make_snippet(&snap, &rec, sg, &words),
+                None,
+            ),
+            None => hit_of(
+                &rec,
+                score,
+                "graph",
+                snippet(summary(&rec), &words, 240),
+                via,
+            ),
+        };
+        let t = hit_tokens(&hit);
+        if total_tokens + t > req.max_tokens && !results.is_empty() {
+            truncated = true;
+            break;
+        }
+        total_tokens += t;
+        results.push(hit);
+    }
+    if truncated {
+        warnings.push(Warning::new(
+            "TOKEN_LIMIT_EXCEEDED",
+            format!("Results truncated at {} tokens", req.max_tokens),
+        ));
+    }
+    let kept: HashSet<&str> = results.iter().map(|h| h.node_id.as_str()).collect();
+    let graph_expansion: Vec<EdgeRef> = followed
+        .into_iter()
+        .filter(|e| kept.contains(e.from_node.as_str()) && kept.contains(e.to_node.as_str()))
+        .collect();
+    let _ = brief;
+    Ok(HybridResponse {
+        total_results: results.len(),
+        total_tokens,
+        results,
+        graph_expansion,
+        warnings,
+    })
+}
+
+/// Single-strategy search: `--lexical` (BM25) or `--semantic` (QRY-002).
+pub fn search(cache: &Cache, req: &SearchRequest) -> Result<SearchResponse, Error> {
+    validate(&req.query, req.limit, req.min_score)?;
+    let snap = cache.snapshot()?;
+    let filter = filter_of(&req.kinds, &req.layers, &req.domain);
+    let words = snap.query_words(&req.query);
+    let mut warnings = Vec::new();
+    let (lex, sem) = match req.mode {
+        SearchMode::Lexical => (true, false),
+        SearchMode::Semantic => (false, true),
+    };
+    let direct = ranked(
+        &snap,
+        &req.query,
+        &filter,
+        req.limit,
+        lex,
+        sem,
+        &mut warnings,
+    )?;
+    if sem && !warnings.is_empty() {
+        let reason = warnings
+            .iter()
+            .map(|w| w.message.clone())
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(Error::NoEmbeddings(reason));
+    }
+    let mut results = Vec::new();
+    for (id, s, sg) in direct {
+        if results.len() >= req.limit {
+            break;
+        }
+        if s < req.min_score {
+            continue;
+        }
+        let Some(rec) = snap.node(&id)? else { continue };
+        if !passes(&rec, &filter) {
+            continue;
+        }
+        let raw = match req.mode {
+            SearchMode::Semantic => sg.sem.map(|x| x.0).unwrap_or(s),
+            SearchMode::Lexical => s,
+        };
+        results.push(hit_of(
+            &rec,
+            raw,
+            source_name(&sg, false),
+            make_snippet(&snap, &rec, &sg, &words),
+            None,
+        ));
+    }
+    Ok(SearchResponse {
+        total_results: results.len(),
+        results,
+        warnings,
+        embedding_model: if sem {
+            cache.manifest().embedding.as_ref().map(|e| e.model.clone())
+        } else {
+            None
+        },
+    })
+}

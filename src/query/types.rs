@@ -1,0 +1,438 @@
+//! Request and response types of every query: the stable library API wrapped by the CLI, the MCP
+//! server and the HTTP API. All types are serde (snake_case JSON, the shapes of QRY-001…007).
+
+use crate::spec::{IndexedFields, Kind, Layer};
+use serde::{Deserialize, Serialize};
+
+fn default_limit() -> usize {
+    10
+}
+fn default_hybrid_depth() -> u8 {
+    2
+}
+fn default_true() -> bool {
+    true
+}
+fn default_max_tokens() -> usize {
+    8000
+}
+fn default_graph_depth() -> u8 {
+    2
+}
+fn default_impact_depth() -> u8 {
+    3
+}
+fn default_context_depth() -> u8 {
+    1
+}
+fn default_context_tokens() -> usize {
+    4000
+}
+
+/// A warning attached to a response (`NO_EMBEDDINGS`, `TOKEN_LIMIT_EXCEEDED`, `STALE_SPEC`…).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Warning {
+    pub code: String,
+    pub message: String,
+}
+
+impl Warning {
+    pub fn new(code: &str, message: impl Into<String>) -> Warning {
+        Warning {
+            code: code.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// QRY-003 hybrid search request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HybridRequest {
+    /// Natural-language query (≥ 3 characters).
+    pub query: String,
+    /// Only these kinds (empty = all).
+    #[serde(default)]
+    pub kinds: Vec<Kind>,
+    /// Only these layers (empty = all).
+    #[serde(default)]
+    pub layers: Vec<Layer>,
+    /// Only this domain (multi-domain repos).
+    #[serde(default)]
+    pub domain: Option<String>,
+    /// 1–100, default 10.
+    #[serde(default = "default_limit")]
+    pub limit: usize,
+    /// Minimum fused score (0–1), default 0 (no cut).
+    #[serde(default)]
+    pub min_score: f32,
+    /// Graph expansion depth 1–5, default 2.
+    #[serde(default = "default_hybrid_depth")]
+    pub depth: u8,
+    /// Expand the top hits through typed graph edges (default true).
+    #[serde(default = "default_true")]
+    pub expand: bool,
+    /// Skip edges that violate BR-LAYER-001 during expansion (default true).
+    #[serde(default = "default_true")]
+    pub respect_layers: bool,
+    /// Token budget of the response (default 8000).
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: usize,
+}
+
+impl HybridRequest {
+    /// A request with every option at its default.
+    pub fn new(query: impl Into<String>) -> HybridRequest {
+        HybridRequest {
+            query: query.into(),
+            kinds: Vec::new(),
+            layers: Vec::new(),
+            domain: None,
+            limit: default_limit(),
+            min_score: 0.0,
+            depth: default_hybrid_depth(),
+            expand: true,
+            respect_layers: true,
+            max_tokens: default_max_tokens(),
+        }
+    }
+}
+
+/// One ranked result (the exact QRY-003 JSON shape).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hit {
+    pub node_id: String,
+    pub kind: Kind,
+    /// Fused score, 0–1, best first.
+    pub score: f32,
+    /// Repo-relative path (`specs/…`).
+    pub source_file: String,
+    /// `lexical`, `semantic`, `graph` or `fusion` (more than one signal).
+    pub match_source: String,
+    pub snippet: String,
+    pub title: String,
+    pub layer: Layer,
+    pub domain: Option<String>,
+    pub indexed_fields: IndexedFields,
+    /// For nodes reached by graph expansion: `A -> EDGE -> B` path; `None` for direct hits.
+    pub reached_via: Option<String>,
+}
+
+/// An edge followed during expansion.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct EdgeRef {
+    pub from_node: String,
+    pub to_node: String,
+    pub edge_type: String,
+}
+
+/// QRY-003 response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HybridResponse {
+    pub results: Vec<Hit>,
+    pub graph_expansion: Vec<EdgeRef>,
+    pub warnings: Vec<Warning>,
+    pub total_results: usize,
+    pub total_tokens: usize,
+}
+
+/// Single-strategy search mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    Lexical,
+    Semantic,
+}
+
+/// `kdd search` request (QRY-002 semantic, or lexical BM25).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchRequest {
+    pub query: String,
+    pub mode: SearchMode,
+    #[serde(default)]
+    pub kinds: Vec<Kind>,
+    #[serde(default)]
+    pub layers: Vec<Layer>,
+    #[serde(default)]
+    pub domain: Option<String>,
+    #[serde(default = "default_limit")]
+    pub limit: usize,
+    #[serde(default)]
+    pub min_score: f32,
+}
+
+/// `kdd search` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchResponse {
+    pub results: Vec<Hit>,
+    pub warnings: Vec<Warning>,
+    pub total_results: usize,
+    /// Model used for semantic search.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedding_model: Option<String>,
+}
+
+/// Short description of a node in graph answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeBrief {
+    pub id: String,
+    pub kind: Kind,
+    pub title: String,
+    pub layer: Layer,
+    pub source_file: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+}
+
+/// QRY-001 request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GraphRequest {
+    /// Full id, short id (`UC-004`), file stem or path.
+    pub node: String,
+    /// 1–5, default 2.
+    #[serde(default = "default_graph_depth")]
+    pub depth: u8,
+    /// Only these edge types (empty = all).
+    #[serde(default)]
+    pub edge_types: Vec<String>,
+    /// Only nodes of these kinds in `related_nodes` (empty = all).
+    #[serde(default)]
+    pub kinds: Vec<Kind>,
+    #[serde(default = "default_true")]
+    pub respect_layers: bool,
+}
+
+/// A node reached from the center.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelatedNode {
+    #[serde(flatten)]
+    pub node: NodeBrief,
+    /// Hops from the center.
+    pub distance: u8,
+}
+
+/// QRY-001 response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GraphResponse {
+    pub center_node: NodeBrief,
+    pub related_nodes: Vec<RelatedNode>,
+    pub edges: Vec<EdgeRef>,
+    pub total_nodes: usize,
+    pub total_edges: usize,
+}
+
+/// QRY-004 change types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeType {
+    ModifyAttribute,
+    AddAttribute,
+    Remove,
+    Rename,
+}
+
+impl ChangeType {
+    pub fn parse(s: &str) -> Option<ChangeType> {
+        Some(match s.trim().replace('-', "_").as_str() {
+            "modify_attribute" | "modify" => ChangeType::ModifyAttribute,
+            "add_attribute" | "add" => ChangeType::AddAttribute,
+            "remove" | "delete" => ChangeType::Remove,
+            "rename" => ChangeType::Rename,
+            _ => return None,
+        })
+    }
+}
+
+/// QRY-004 request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImpactRequest {
+    pub node: String,
+    #[serde(default = "default_change_type")]
+    pub change_type: ChangeType,
+    /// 1–5, default 3.
+    #[serde(default = "default_impact_depth")]
+    pub depth: u8,
+}
+
+fn default_change_type() -> ChangeType {
+    ChangeType::ModifyAttribute
+}
+
+/// A node that depends directly on the analysed node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectImpact {
+    pub id: String,
+    pub kind: Kind,
+    pub title: String,
+    pub source_file: String,
+    /// The edge from the dependent to the analysed node (first one when several).
+    pub edge_type: String,
+    pub impact: String,
+}
+
+/// A node that depends on the analysed node through others.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransitiveImpact {
+    pub id: String,
+    pub kind: Kind,
+    pub title: String,
+    pub source_file: String,
+    /// Node ids from the analysed node to this one.
+    pub path: Vec<String>,
+    pub edge_types: Vec<String>,
+    pub distance: u8,
+    pub impact: String,
+}
+
+/// A BDD scenario to re-run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioRef {
+    /// Feature file name (`retrieve-impact.feature`).
+    pub feature: String,
+    pub source_file: String,
+    pub scenario: String,
+    pub reason: String,
+}
+
+/// QRY-004 response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImpactResponse {
+    pub analyzed_node: NodeBrief,
+    pub change_type: ChangeType,
+    pub directly_affected: Vec<DirectImpact>,
+    pub transitively_affected: Vec<TransitiveImpact>,
+    pub scenarios_to_rerun: Vec<ScenarioRef>,
+    pub total_directly_affected: usize,
+    pub total_transitively_affected: usize,
+    pub total_scenarios: usize,
+    /// True when propagation stopped at `depth` with more dependents beyond.
+    pub truncated: bool,
+}
+
+/// QRY-005 request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoverageRequest {
+    pub node: String,
+}
+
+/// One governance expectation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoverageItem {
+    pub category: String,
+    pub description: String,
+    pub edge_type: String,
+    /// `covered` or `missing`.
+    pub status: String,
+    pub found: Vec<String>,
+}
+
+/// QRY-005 response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoverageResponse {
+    pub analyzed_node: NodeBrief,
+    pub required: Vec<CoverageItem>,
+    pub present: usize,
+    pub missing: usize,
+    pub coverage_percent: f32,
+}
+
+/// QRY-006 request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ViolationsRequest {
+    #[serde(default)]
+    pub kinds: Vec<Kind>,
+    #[serde(default)]
+    pub layers: Vec<Layer>,
+}
+
+/// One edge that breaks BR-LAYER-001.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Violation {
+    pub from_node: String,
+    pub from_layer: Layer,
+    pub to_node: String,
+    pub to_layer: Layer,
+    pub edge_type: String,
+    pub source_file: String,
+    pub explanation: String,
+}
+
+/// QRY-006 response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ViolationsResponse {
+    pub violations: Vec<Violation>,
+    pub total_violations: usize,
+    pub total_edges_analyzed: usize,
+    /// Percentage of analysed edges that violate the rule.
+    pub violation_rate: f32,
+}
+
+/// `kdd orphans` request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OrphansRequest {
+    #[serde(default)]
+    pub edge_types: Vec<String>,
+}
+
+/// A link whose target does not exist.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Orphan {
+    pub from_node: String,
+    /// The target as written.
+    pub to: String,
+    pub edge_type: String,
+    pub source_file: String,
+}
+
+/// `kdd orphans` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrphansResponse {
+    pub orphans: Vec<Orphan>,
+    pub total_orphans: usize,
+    pub total_edges: usize,
+    pub orphan_rate: f32,
+}
+
+/// QRY-007 request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextRequest {
+    /// File paths, ids, names, keywords.
+    pub hints: Vec<String>,
+    /// 1–3, default 1.
+    #[serde(default = "default_context_depth")]
+    pub depth: u8,
+    /// Default 4000.
+    #[serde(default = "default_context_tokens")]
+    pub max_tokens: usize,
+}
+
+/// One constraint or behaviour item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextItem {
+    pub node_id: String,
+    pub kind: Kind,
+    pub title: String,
+    pub content: String,
+    pub source_file: String,
+    pub reached_via: String,
+}
+
+/// How a hint was resolved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResolvedEntity {
+    pub node_id: String,
+    pub matched_from: String,
+    /// `exact_id`, `short_id`, `path`, `basename`, `title`, `alias`, `text_search`.
+    pub match_method: String,
+}
+
+/// QRY-007 response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextResponse {
+    pub constraints: Vec<ContextItem>,
+    pub behavior: Vec<ContextItem>,
+    pub resolved_entities: Vec<ResolvedEntity>,
+    /// Human-readable warnings (`No match found for hint: 'x'`).
+    pub warnings: Vec<String>,
+    pub total_items: usize,
+    pub total_tokens: usize,
+}
