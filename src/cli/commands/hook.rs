@@ -82,7 +82,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         &settings,
         Options {
             stage: true,
-            extras: None,
+            embed: true,
         },
     ) {
         Ok(report) => {
@@ -101,6 +101,9 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
 }
 
 fn print_report(r: &Report, name: &str) {
+    for w in &r.warnings {
+        output::warn(w);
+    }
     for d in &r.diagnostics {
         output::info(&format!("kdd: {d}"));
     }
