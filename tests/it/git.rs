@@ -1153,3 +1153,68 @@ fn markers_committed_by_a_user_are_healed_by_pre_commit() {
     assert!(kdd_markers(&r).is_empty());
     verify(&r, "HEAD");
 }
+
+fn l2(r: &Repo, program: &str, args: &[&str]) -> std::process::Output {
+    let program = if program == "kdd" {
+        env!("CARGO_BIN_EXE_kdd").to_string()
+    } else {
+        program.to_string()
+    };
+    crate::repo::command(program, &r.dir)
+        .env("KDD_NO_EMBED", "0")
+        .env("KDD_TEST_EMBEDDER", "1")
+        .env("KDD_CACHE_DIR", r.tmp.path().join("cache"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn l2_hook_embeds_changed_specs_and_l1_keeps_vectors() {
+    let r = Repo::new();
+    assert!(r.kdd(&["install"]).status.success());
+    r.write(
+        "specs/01-domain/entities/Pedido.md",
+        &spec("Pedido", "entity", "a0", "b0", &["Usuario"]),
+    );
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "a0"),
+    );
+    r.git(&["add", "."]);
+    let o = l2(&r, "git", &["commit", "-q", "-m", "l2"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let names = changed_in(&r, "HEAD");
+    assert!(
+        names.contains(&".kdd-index/embeddings/entity/Pedido.bin".to_string()),
+        "{names:?}"
+    );
+    let m: serde_json::Value =
+        serde_json::from_str(&r.git(&["show", "HEAD:.kdd-index/manifest.json"])).unwrap();
+    assert_eq!(m["index_level"], "L2");
+    // One spec changes at L2: its vectors (and only its artifacts) change.
+    r.write(
+        "specs/01-domain/entities/Pedido.md",
+        &spec("Pedido", "entity", "a1 more text", "b0", &["Usuario"]),
+    );
+    let o = l2(&r, "git", &["commit", "-q", "-a", "-m", "edit"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let names = changed_in(&r, "HEAD");
+    assert!(
+        names.contains(&".kdd-index/embeddings/entity/Pedido.bin".to_string()),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.contains("Usuario")), "{names:?}");
+    // A fresh L2 `kdd index` agrees byte for byte.
+    let o = l2(&r, "kdd", &["index"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert_eq!(r.git(&["status", "--porcelain", ".kdd-index"]), "");
+    // A machine without the model (L1) keeps the vector files of live nodes.
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "l1 edit"),
+    );
+    r.git(&["commit", "-q", "-a", "-m", "l1"]);
+    assert!(r.exists(".kdd-index/embeddings/entity/Usuario.bin"));
+    verify(&r, "HEAD");
+}
