@@ -1,1 +1,486 @@
-//! Pre-commit hook (to be written).
+//! Incremental, self-healing index maintenance from the staged tree: the engine behind
+//! `kdd-hook pre-commit`, the post-merge/post-checkout/post-rewrite heal and `kdd resolve`.
+//!
+//! One pass ([`heal`]) makes the `.kdd-index/` entries of the index git is committing agree with
+//! the staged specs:
+//! - specs whose staged blob is new or changed (rename = delete + add), or whose node is missing,
+//!   has another source hash or is conflicted, are re-derived from the **staged blob** (never the
+//!   work tree, so `git add -p` indexes exactly what is committed);
+//! - nodes whose spec is gone, stray edges/embeddings and conflicted artifact paths nobody
+//!   derives are removed;
+//! - exactly the artifact paths written or removed are staged (`git update-index`), nothing else.
+//!
+//! Speed: a verification cache (`<cache dir>/hook-state`) records, per spec path, the staged
+//! blob id and the blob ids of its artifacts last seen consistent. A commit touching no spec and
+//! no artifact only compares staged entries with that record (no blob is read). The record is an
+//! optimisation only: without it every staged node is checked against its spec once.
+
+use crate::artifact::{remove_artifacts, write_if_changed, ArtifactPaths, INDEX_DIR};
+use crate::config::Settings;
+use crate::git::{self, Entries};
+use crate::spec::{Diagnostic, Node};
+use gix::ObjectId;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Errors of a heal pass. The hook reports them and lets the commit through.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Git(#[from] git::Error),
+    #[error(transparent)]
+    Artifact(#[from] crate::artifact::Error),
+}
+
+/// What a heal pass did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Report {
+    /// Specs in the staged tree.
+    pub specs: usize,
+    /// Specs re-derived from their staged blob.
+    pub rederived: Vec<String>,
+    /// Artifact paths (repo-relative) written and staged.
+    pub written: Vec<String>,
+    /// Artifact paths (repo-relative) removed and staged.
+    pub removed: Vec<String>,
+    /// Specs that could not be read (file and line); their previous artifacts are kept.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Specs still in conflict: their artifacts were left alone.
+    pub conflicted_specs: Vec<String>,
+    /// True when the verification record showed nothing to do.
+    pub fast_path: bool,
+}
+
+impl Report {
+    /// Paths staged by this pass.
+    pub fn staged(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.written.iter().chain(&self.removed).cloned().collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+}
+
+const STATE_FILE: &str = "hook-state";
+const STATE_HEADER: &str = concat!("kdd-hook-state v1 ", env!("CARGO_PKG_VERSION"));
+
+/// Verification record: spec path → (spec blob, [(artifact rel, blob)]).
+#[derive(Debug, Default, Clone, PartialEq)]
+struct State {
+    specs: BTreeMap<String, (ObjectId, Vec<(String, ObjectId)>)>,
+}
+
+impl State {
+    fn path(settings: &Settings) -> PathBuf {
+        settings.cache_dir.join(STATE_FILE)
+    }
+
+    fn load(settings: &Settings) -> State {
+        let mut st = State::default();
+        let Ok(text) = std::fs::read_to_string(Self::path(settings)) else {
+            return st;
+        };
+        let mut lines = text.lines();
+        if lines.next() != Some(&format!("{STATE_HEADER} {}", settings.specs_root)) {
+            return st;
+        }
+        for line in lines {
+            let mut parts = line.split('\t');
+            let (Some(p), Some(id)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let Ok(id) = ObjectId::from_hex(id.as_bytes()) else {
+                continue;
+            };
+            let mut arts = Vec::new();
+            for a in parts {
+                if let Some((rel, aid)) = a.rsplit_once('=') {
+                    if let Ok(aid) = ObjectId::from_hex(aid.as_bytes()) {
+                        arts.push((rel.to_string(), aid));
+                    }
+                }
+            }
+            st.specs.insert(p.to_string(), (id, arts));
+        }
+        st
+    }
+
+    fn save(&self, settings: &Settings) {
+        let mut out = format!("{STATE_HEADER} {}\n", settings.specs_root);
+        for (p, (id, arts)) in &self.specs {
+            if p.contains(['\t', '\n']) {
+                continue;
+            }
+            out.push_str(p);
+            out.push('\t');
+            out.push_str(&id.to_string());
+            for (rel, aid) in arts {
+                out.push('\t');
+                out.push_str(rel);
+                out.push('=');
+                out.push_str(&aid.to_string());
+            }
+            out.push('\n');
+        }
+        if std::fs::create_dir_all(&settings.cache_dir).is_ok() {
+            let _ = write_if_changed(&Self::path(settings), out.as_bytes());
+        }
+    }
+}
+
+fn art_key(rel: &str) -> String {
+    format!("{INDEX_DIR}/{rel}")
+}
+
+/// `nodes/entity/X.json` → `entity/X`; same for edges/embeddings.
+fn stem_of(rel: &str) -> Option<(&str, &str)> {
+    let (top, rest) = rel.split_once('/')?;
+    let stem = rest.rsplit_once('.').map(|(s, _)| s)?;
+    Some((top, stem))
+}
+
+/// Options of a heal pass.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Stage the written/removed paths (false: only write the work tree, e.g. `--dry-run`).
+    pub stage: bool,
+}
+
+/// Make `.kdd-index/` in the index git is committing agree with the staged specs (see module doc).
+pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
+    let repo = git::open(&settings.repo_root)?;
+    let index = git::load_index(&repo)?;
+    let root = settings.specs_root.as_str();
+    let specs: Entries = git::index_entries(&index, root)
+        .into_iter()
+        .filter(|(p, _)| git::is_spec_path(root, p))
+        .collect();
+    let arts = git::index_entries(&index, INDEX_DIR);
+    let conflicted_specs: BTreeSet<String> = git::conflicted_paths(&index, root)
+        .into_iter()
+        .filter(|p| git::is_spec_path(root, p))
+        .collect();
+    let conflicted_arts = git::conflicted_paths(&index, INDEX_DIR);
+    let mut report = Report {
+        specs: specs.len(),
+        conflicted_specs: conflicted_specs.iter().cloned().collect(),
+        ..Report::default()
+    };
+    let mut state = State::load(settings);
+    let before = state.clone();
+
+    // 1. Specs the record vouches for.
+    let mut claimed: BTreeSet<String> = BTreeSet::new();
+    let mut todo: Vec<&String> = Vec::new();
+    for (p, id) in &specs {
+        let ok = state.specs.get(p).is_some_and(|(sid, a)| {
+            sid == id
+                && a.iter()
+                    .all(|(rel, aid)| arts.get(&art_key(rel)) == Some(aid))
+        });
+        if ok {
+            for (rel, _) in &state.specs[p].1 {
+                claimed.insert(rel.clone());
+            }
+        } else {
+            todo.push(p);
+        }
+    }
+    let manifest_key = art_key("manifest.json");
+    let existing_manifest = match arts.get(&manifest_key) {
+        Some(id) => Some(git::read_blob(&repo, *id)?),
+        None => None,
+    };
+    let manifest_bytes = git::derive_manifest(
+        settings,
+        specs.keys().chain(&conflicted_specs).map(String::as_str),
+        existing_manifest.as_deref(),
+    );
+    let manifest_ok = arts.get(&manifest_key) == Some(&git::blob_id(&repo, &manifest_bytes))
+        || (specs.is_empty() && conflicted_specs.is_empty() && !arts.contains_key(&manifest_key));
+    let unclaimed: Vec<&String> = arts
+        .keys()
+        .filter(|k| *k != &manifest_key)
+        .filter(|k| !claimed.contains(k.strip_prefix(&format!("{INDEX_DIR}/")).unwrap_or(k)))
+        .collect();
+    if todo.is_empty() && unclaimed.is_empty() && conflicted_arts.is_empty() && manifest_ok {
+        report.fast_path = true;
+        return Ok(report);
+    }
+
+    // 2. Read the unclaimed nodes to learn which spec each belongs to.
+    let paths = ArtifactPaths::new(&settings.index_dir);
+    let mut nodes_by_spec: BTreeMap<String, Vec<(String, Option<Node>)>> = BTreeMap::new();
+    let mut corrupt: Vec<String> = Vec::new();
+    for key in &unclaimed {
+        let rel = &key[INDEX_DIR.len() + 1..];
+        if !rel.starts_with("nodes/") {
+            continue;
+        }
+        let bytes = git::read_blob(&repo, arts[*key])?;
+        match serde_json::from_slice::<Node>(&bytes) {
+            Ok(n) => nodes_by_spec
+                .entry(n.source_file.clone())
+                .or_default()
+                .push((rel.to_string(), Some(n))),
+            Err(_) => corrupt.push(rel.to_string()),
+        }
+    }
+
+    // 3. Re-check or re-derive every spec the record does not vouch for.
+    let mut final_nodes: BTreeSet<String> = claimed
+        .iter()
+        .filter(|r| r.starts_with("nodes/"))
+        .cloned()
+        .collect();
+    let mut write: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut keep_files: BTreeSet<String> = claimed.clone();
+    let mut derived_stems: BTreeSet<String> = BTreeSet::new();
+    for p in todo {
+        let id = specs[p];
+        let bytes = git::read_blob(&repo, id)?;
+        let hash = blake3::hash(&bytes).to_hex().to_string();
+        let candidates = nodes_by_spec.get(p).cloned().unwrap_or_default();
+        // Always re-derive (cheap at L1): after a merge a node can match its spec while the
+        // edges were unioned from both sides. Embeddings of a node whose source hash still
+        // matches are reused (they depend on the spec bytes only).
+        let reuse_embedding = candidates.iter().find_map(|(rel, n)| {
+            let n = n.as_ref()?;
+            let e = ArtifactPaths::embeddings_rel(n);
+            (n.source_hash == hash
+                && &ArtifactPaths::node_rel(n) == rel
+                && !conflicted_arts.contains(&art_key(&e)))
+            .then(|| arts.get(&art_key(&e)).map(|id| (e, *id)))
+            .flatten()
+        });
+        let node_rel = {
+            match git::derive_spec(settings, p, &bytes) {
+                Ok(d) => {
+                    report.rederived.push(p.clone());
+                    report.diagnostics.extend(d.diagnostics);
+                    let mut files = Vec::new();
+                    for (rel, b) in d.files {
+                        files.push((rel.clone(), git::blob_id(&repo, &b)));
+                        keep_files.insert(rel.clone());
+                        write.insert(rel, b);
+                    }
+                    if let Some((e, eid)) = reuse_embedding {
+                        if !write.contains_key(&e)
+                            && e.ends_with(&format!("{}.bin", ArtifactPaths::node_stem(&d.node)))
+                        {
+                            files.push((e.clone(), eid));
+                            keep_files.insert(e);
+                        }
+                    }
+                    state.specs.insert(p.clone(), (id, files));
+                    derived_stems.insert(ArtifactPaths::node_stem(&d.node));
+                    ArtifactPaths::node_rel(&d.node)
+                }
+                Err(diag) => {
+                    // Keep whatever was indexed for it; `kdd status` shows it stale.
+                    report.diagnostics.push(diag);
+                    state.specs.remove(p);
+                    for (rel, n) in &candidates {
+                        final_nodes.insert(rel.clone());
+                        if let Some(n) = n {
+                            keep_files.insert(ArtifactPaths::edges_rel(n));
+                            keep_files.insert(ArtifactPaths::embeddings_rel(n));
+                        }
+                        keep_files.insert(rel.clone());
+                    }
+                    continue;
+                }
+            }
+        };
+        final_nodes.insert(node_rel);
+    }
+    // Nodes of conflicted specs are left alone.
+    for p in &conflicted_specs {
+        for (rel, n) in nodes_by_spec.get(p).into_iter().flatten() {
+            final_nodes.insert(rel.clone());
+            keep_files.insert(rel.clone());
+            if let Some(n) = n {
+                keep_files.insert(ArtifactPaths::edges_rel(n));
+                keep_files.insert(ArtifactPaths::embeddings_rel(n));
+            }
+        }
+    }
+    state.specs.retain(|p, _| specs.contains_key(p));
+
+    // 4. Everything staged (or conflicted) under .kdd-index/ that nobody owns goes.
+    let final_stems: BTreeSet<&str> = final_nodes
+        .iter()
+        .filter_map(|r| stem_of(r).map(|(_, s)| s))
+        .collect();
+    let mut remove: BTreeSet<String> = BTreeSet::new();
+    for key in arts.keys().chain(conflicted_arts.iter()) {
+        let rel = &key[INDEX_DIR.len() + 1..];
+        if rel == "manifest.json" || keep_files.contains(rel) || write.contains_key(rel) {
+            continue;
+        }
+        let owned = stem_of(rel).is_some_and(|(top, stem)| {
+            top != "nodes"
+                && final_stems.contains(stem)
+                && !derived_stems.contains(stem)
+                && !conflicted_arts.contains(key.as_str())
+        });
+        if !owned {
+            remove.insert(rel.to_string());
+        }
+    }
+    let _ = corrupt;
+
+    // 5. Write, remove, stage.
+    let mut stage: Vec<String> = Vec::new();
+    for (rel, bytes) in &write {
+        let key = art_key(rel);
+        write_if_changed(&paths.abs(rel), bytes)?;
+        if arts.get(&key) != Some(&git::blob_id(&repo, bytes)) || conflicted_arts.contains(&key) {
+            report.written.push(key.clone());
+            stage.push(key);
+        }
+    }
+    if !manifest_ok || conflicted_arts.contains(&manifest_key) {
+        if specs.is_empty() && conflicted_specs.is_empty() {
+            let p = paths.manifest();
+            if p.exists() {
+                std::fs::remove_file(&p).map_err(|e| crate::artifact::Error::Io {
+                    path: p.clone(),
+                    source: e,
+                })?;
+            }
+            if arts.contains_key(&manifest_key) || conflicted_arts.contains(&manifest_key) {
+                report.removed.push(manifest_key.clone());
+                stage.push(manifest_key.clone());
+            }
+        } else {
+            write_if_changed(&paths.manifest(), &manifest_bytes)?;
+            report.written.push(manifest_key.clone());
+            stage.push(manifest_key.clone());
+        }
+    }
+    for rel in &remove {
+        remove_file(&paths, rel)?;
+        let key = art_key(rel);
+        report.removed.push(key.clone());
+        stage.push(key);
+    }
+    if opts.stage && !settings.bare {
+        git::stage_paths(&repo, &settings.repo_root, &stage)?;
+    }
+    if state != before {
+        state.save(settings);
+    }
+    Ok(report)
+}
+
+fn remove_file(paths: &ArtifactPaths, rel: &str) -> Result<(), crate::artifact::Error> {
+    let p = paths.abs(rel);
+    match std::fs::remove_file(&p) {
+        Ok(()) => {
+            let mut dir = p.parent();
+            while let Some(d) = dir {
+                if d == paths.root()
+                    || !d.starts_with(paths.root())
+                    || std::fs::remove_dir(d).is_err()
+                {
+                    break;
+                }
+                dir = d.parent();
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(crate::artifact::Error::Io { path: p, source: e }),
+    }
+}
+
+/// Remove a node's artifacts from the work tree (used by callers that hold a [`Node`]).
+pub fn remove_node(settings: &Settings, node: &Node) -> Result<Vec<String>, Error> {
+    Ok(remove_artifacts(
+        &ArtifactPaths::new(&settings.index_dir),
+        node,
+    )?)
+}
+
+/// True when `KDD_HOOK=0` disables the hooks.
+pub fn disabled() -> bool {
+    std::env::var(crate::config::env::HOOK).is_ok_and(|v| v.trim() == "0")
+}
+
+/// Directory git runs hooks from (`core.hooksPath`, else `<common dir>/hooks`).
+pub fn hooks_dir(settings: &Settings) -> PathBuf {
+    match git::config_get(&settings.repo_root, "core.hooksPath") {
+        Some(p) => {
+            let p = PathBuf::from(p);
+            if p.is_absolute() {
+                p
+            } else {
+                settings.repo_root.join(p)
+            }
+        }
+        None => settings.git_common_dir.join("hooks"),
+    }
+}
+
+/// Path of an installed hook script, if present.
+pub fn installed_hook_path(settings: &Settings, name: &str) -> Option<PathBuf> {
+    let p = hooks_dir(settings).join(name);
+    p.exists().then_some(p)
+}
+
+/// Files under `index_dir` containing git conflict markers (relative paths).
+pub fn conflict_marker_files(index_dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![index_dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(b) = std::fs::read(&p) {
+                if has_conflict_markers(&b) {
+                    out.push(
+                        p.strip_prefix(index_dir)
+                            .unwrap_or(&p)
+                            .to_string_lossy()
+                            .replace('\\', "/"),
+                    );
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// True when `bytes` contain a line starting with a git conflict marker.
+pub fn has_conflict_markers(bytes: &[u8]) -> bool {
+    bytes
+        .split(|b| *b == b'\n')
+        .any(|l| l.starts_with(b"<<<<<<< ") || l.starts_with(b">>>>>>> ") || l == b"=======")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stems() {
+        assert_eq!(stem_of("nodes/entity/X.json"), Some(("nodes", "entity/X")));
+        assert_eq!(
+            stem_of("edges/entity/d/X.jsonl"),
+            Some(("edges", "entity/d/X"))
+        );
+        assert_eq!(stem_of("manifest.json"), None);
+    }
+
+    #[test]
+    fn markers() {
+        assert!(has_conflict_markers(b"a\n<<<<<<< HEAD\nb\n"));
+        assert!(!has_conflict_markers(b"{\"a\": \"<<<<<<< \"}\n"));
+    }
+}

@@ -1,1 +1,482 @@
-//! git stage (to be written).
+//! The only module that reads git objects (through gix) or runs the `git` binary.
+//!
+//! - Reading: the staging area (honouring `GIT_INDEX_FILE`, which git points at `index.lock`
+//!   for `commit -a` and at a temporary `next-index-*.lock` for `commit --only`), trees at any
+//!   revision (bare repositories included) and blobs. Paths are repo-relative, `/`-separated.
+//! - Writing: only [`stage_paths`], which updates exactly the given paths in the index git is
+//!   committing (`git update-index --add --remove`, never `add -A`/`-u`).
+//! - Diffs are plain comparisons of `path → blob id` maps, so rename = delete + add.
+
+mod artifacts;
+
+pub use artifacts::{derive_index, derive_manifest, derive_spec, is_spec_path, Derived};
+
+use gix::ObjectId;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Errors talking to git. Every variant says what was being read or run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: cannot open git repository: {message}")]
+    Open { path: PathBuf, message: String },
+    #[error("{what}: {message}")]
+    Read { what: String, message: String },
+    #[error("`git {args}` failed: {stderr}")]
+    Command { args: String, stderr: String },
+    #[error("cannot run `git` ({0}); is git installed and on PATH?")]
+    Spawn(std::io::Error),
+}
+
+/// `path → blob id` of the files under a prefix (a tree or a staging area).
+pub type Entries = BTreeMap<String, ObjectId>;
+
+/// Open the repository containing `path` (work tree, linked worktree or bare).
+pub fn open(path: &Path) -> Result<gix::Repository, Error> {
+    gix::discover(path).map_err(|e| Error::Open {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+fn read_err(what: impl Into<String>) -> impl FnOnce(gix::Error) -> Error {
+    let what = what.into();
+    move |e| Error::Read {
+        what,
+        message: e.to_string(),
+    }
+}
+
+/// The index file git is using right now: `$GIT_INDEX_FILE` when set (relative to the current
+/// directory, as git does), else the repository's own index.
+pub fn index_file(repo: &gix::Repository) -> PathBuf {
+    match std::env::var_os("GIT_INDEX_FILE") {
+        Some(p) if !p.is_empty() => {
+            let p = PathBuf::from(p);
+            if p.is_absolute() {
+                p
+            } else {
+                std::env::current_dir().unwrap_or_default().join(p)
+            }
+        }
+        _ => repo.index_path(),
+    }
+}
+
+/// Load the staging area git is committing (an empty one when no index file exists yet).
+pub fn load_index(repo: &gix::Repository) -> Result<gix::index::File, Error> {
+    let path = index_file(repo);
+    if !path.exists() {
+        return Ok(gix::index::File::from_state(
+            gix::index::State::new(repo.object_hash()),
+            path,
+        ));
+    }
+    gix::index::File::at(
+        &path,
+        repo.object_hash(),
+        false,
+        gix::index::decode::Options::default(),
+    )
+    .map_err(|e| Error::Read {
+        what: path.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+fn under(path: &str, prefix: &str) -> bool {
+    prefix.is_empty()
+        || (path.len() > prefix.len()
+            && path.starts_with(prefix)
+            && path.as_bytes()[prefix.len()] == b'/')
+}
+
+/// Staged (stage 0) blobs under `prefix` (`""` = everything) of a loaded index.
+pub fn index_entries(index: &gix::index::File, prefix: &str) -> Entries {
+    let mut out = Entries::new();
+    let entries = if prefix.is_empty() {
+        Some(index.entries())
+    } else {
+        index.prefixed_entries(format!("{prefix}/").as_str().into())
+    };
+    for e in entries.unwrap_or_default() {
+        if e.stage_raw() != 0 || (e.mode.is_submodule() || e.mode.is_sparse()) {
+            continue;
+        }
+        let p = e.path(index).to_string();
+        if under(&p, prefix) {
+            out.insert(p, e.id);
+        }
+    }
+    out
+}
+
+/// Paths under `prefix` that have unmerged (stage 1–3) entries.
+pub fn conflicted_paths(index: &gix::index::File, prefix: &str) -> BTreeSet<String> {
+    index
+        .entries()
+        .iter()
+        .filter(|e| e.stage_raw() != 0)
+        .map(|e| e.path(index).to_string())
+        .filter(|p| under(p, prefix))
+        .collect()
+}
+
+/// Staged blobs under `prefix` in the index git is committing.
+pub fn staged_entries(repo: &gix::Repository, prefix: &str) -> Result<Entries, Error> {
+    Ok(index_entries(&load_index(repo)?, prefix))
+}
+
+/// Blobs under `prefix` in the tree of `rev` (`HEAD`, a branch, a commit id). An unborn `HEAD`
+/// gives an empty map (the first commit diffs against the empty tree).
+pub fn tree_entries(repo: &gix::Repository, rev: &str, prefix: &str) -> Result<Entries, Error> {
+    let id = match repo.rev_parse_single(rev) {
+        Ok(id) => id,
+        Err(e) => {
+            if rev == "HEAD" && repo.head_id().is_err() {
+                return Ok(Entries::new());
+            }
+            return Err(read_err(format!("revision {rev}"))(e));
+        }
+    };
+    let tree = id
+        .object()
+        .and_then(|o| o.peel_to_tree())
+        .map_err(read_err(format!("tree of {rev}")))?;
+    let sub = if prefix.is_empty() {
+        tree
+    } else {
+        match tree
+            .lookup_entry_by_path(prefix)
+            .map_err(read_err(format!("{rev}:{prefix}")))?
+        {
+            Some(e) if e.mode().is_tree() => e
+                .object()
+                .map_err(read_err(format!("{rev}:{prefix}")))?
+                .into_tree(),
+            _ => return Ok(Entries::new()),
+        }
+    };
+    let mut rec = gix::traverse::tree::Recorder::default();
+    sub.traverse()
+        .breadthfirst(&mut rec)
+        .map_err(read_err(format!("{rev}:{prefix}")))?;
+    let mut out = Entries::new();
+    for e in rec.records {
+        if e.mode.is_blob() || e.mode.is_link() {
+            let p = if prefix.is_empty() {
+                e.filepath.to_string()
+            } else {
+                format!("{prefix}/{}", e.filepath)
+            };
+            out.insert(p, e.oid);
+        }
+    }
+    Ok(out)
+}
+
+/// The bytes of a blob.
+pub fn read_blob(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>, Error> {
+    repo.find_blob(id)
+        .map(|mut b| b.take_data())
+        .map_err(read_err(format!("blob {id}")))
+}
+
+/// Every file under `prefix` at `rev` with its bytes (for bare repositories: `serve`, `verify`).
+pub fn read_tree_files(
+    repo: &gix::Repository,
+    rev: &str,
+    prefix: &str,
+) -> Result<Vec<(String, Vec<u8>)>, Error> {
+    tree_entries(repo, rev, prefix)?
+        .into_iter()
+        .map(|(p, id)| Ok((p, read_blob(repo, id)?)))
+        .collect()
+}
+
+/// The git blob id `bytes` would get.
+pub fn blob_id(repo: &gix::Repository, bytes: &[u8]) -> ObjectId {
+    gix::objs::compute_hash(repo.object_hash(), gix::objs::Kind::Blob, bytes)
+        .expect("hashing a blob in memory cannot fail")
+}
+
+/// Changes between two `path → blob` maps. A rename shows as a delete plus an add.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Diff {
+    pub added: Vec<String>,
+    pub modified: Vec<String>,
+    pub deleted: Vec<String>,
+}
+
+impl Diff {
+    /// Nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.modified.is_empty() && self.deleted.is_empty()
+    }
+}
+
+/// Compare `old` and `new`.
+pub fn diff(old: &Entries, new: &Entries) -> Diff {
+    let mut d = Diff::default();
+    for (p, id) in new {
+        match old.get(p) {
+            None => d.added.push(p.clone()),
+            Some(o) if o != id => d.modified.push(p.clone()),
+            _ => {}
+        }
+    }
+    d.deleted = old
+        .keys()
+        .filter(|p| !new.contains_key(*p))
+        .cloned()
+        .collect();
+    d
+}
+
+/// Staged changes under `prefix` relative to `HEAD` (empty tree on the first commit).
+pub fn staged_diff(repo: &gix::Repository, prefix: &str) -> Result<Diff, Error> {
+    Ok(diff(
+        &tree_entries(repo, "HEAD", prefix)?,
+        &staged_entries(repo, prefix)?,
+    ))
+}
+
+/// Run `git` in `dir` and return its stdout; a non-zero exit is an error with stderr.
+pub fn git(dir: &Path, args: &[&str]) -> Result<String, Error> {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(Error::Spawn)?;
+    if !out.status.success() {
+        return Err(Error::Command {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Run `git` with `input` on stdin.
+pub fn git_stdin(
+    dir: &Path,
+    args: &[&str],
+    input: &[u8],
+    env: &[(&str, &Path)],
+) -> Result<String, Error> {
+    use std::io::Write;
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().map_err(Error::Spawn)?;
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(input)
+        .map_err(Error::Spawn)?;
+    let out = child.wait_with_output().map_err(Error::Spawn)?;
+    if !out.status.success() {
+        return Err(Error::Command {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Stage exactly `paths` (repo-relative) from the work tree into the index git is committing:
+/// present files are added/updated, missing ones removed. Nothing else in the index changes.
+///
+/// During `git commit --only <paths>` git commits a temporary index and afterwards installs
+/// `index.lock` as the real index; the same paths are staged there too so the real index does
+/// not drift from the commit.
+pub fn stage_paths(repo: &gix::Repository, workdir: &Path, paths: &[String]) -> Result<(), Error> {
+    if paths.is_empty() {
+        return Ok(());
+    }
+    // `--force-remove` stages a removal; `--add --remove` adds or updates present files.
+    let (present, missing): (Vec<&String>, Vec<&String>) = paths
+        .iter()
+        .partition(|p| workdir.join(p.as_str()).exists());
+    let z = |v: &[&String]| {
+        let mut b = Vec::new();
+        for p in v {
+            b.extend_from_slice(p.as_bytes());
+            b.push(0);
+        }
+        b
+    };
+    let mut targets: Vec<Option<PathBuf>> = vec![None];
+    let current = index_file(repo);
+    if let Some(name) = current.file_name().and_then(|n| n.to_str()) {
+        if name.starts_with("next-index-") && name.ends_with(".lock") {
+            let real = current.with_file_name("index.lock");
+            if real.exists() {
+                targets.push(Some(real));
+            }
+        }
+    }
+    for target in targets {
+        let env: Vec<(&str, &Path)> = match &target {
+            Some(p) => vec![("GIT_INDEX_FILE", p.as_path())],
+            None => vec![],
+        };
+        if !present.is_empty() {
+            git_stdin(
+                workdir,
+                &["update-index", "--add", "--remove", "-z", "--stdin"],
+                &z(&present),
+                &env,
+            )?;
+        }
+        if !missing.is_empty() {
+            git_stdin(
+                workdir,
+                &["update-index", "--force-remove", "-z", "--stdin"],
+                &z(&missing),
+                &env,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Unix time of the last commit reachable from `rev` that changed `path` (`None` if none did).
+pub fn last_change_time(dir: &Path, rev: &str, path: &str) -> Result<Option<i64>, Error> {
+    let out = git(dir, &["log", "-1", "--format=%ct", rev, "--", path])?;
+    Ok(out.trim().parse().ok())
+}
+
+/// Best common ancestor of two revisions (`None` for unrelated histories).
+pub fn merge_base(dir: &Path, a: &str, b: &str) -> Result<Option<String>, Error> {
+    match git(dir, &["merge-base", a, b]) {
+        Ok(s) => Ok(Some(s.trim().to_string())),
+        Err(Error::Command { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// True while a rebase is in progress in the work tree containing `dir` (its own git dir, so
+/// linked worktrees are handled).
+pub fn rebase_in_progress(dir: &Path) -> bool {
+    match open(dir) {
+        Ok(repo) => {
+            let gd = repo.git_dir();
+            gd.join("rebase-merge").exists() || gd.join("rebase-apply").exists()
+        }
+        Err(_) => false,
+    }
+}
+
+/// `git config --get key` in `dir` (`None` when unset).
+pub fn config_get(dir: &Path, key: &str) -> Option<String> {
+    git(dir, &["config", "--get", key])
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// A git-related health check for `kdd doctor`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Check {
+    /// Short name (`merge-driver`, `gitattributes`, `pre-commit-hook`, `index-conflicts`).
+    pub name: String,
+    pub ok: bool,
+    /// What was found, and what to run when not ok.
+    pub message: String,
+}
+
+/// Checks `kdd doctor` runs for git integration: driver configured, attributes present, hook
+/// installed, no conflict markers or unmerged entries under `.kdd-index/`.
+pub fn doctor_checks(settings: &crate::config::Settings) -> Vec<Check> {
+    let dir = &settings.repo_root;
+    let mut checks = Vec::new();
+    let driver = config_get(dir, "merge.kdd.driver");
+    checks.push(Check {
+        name: "merge-driver".into(),
+        ok: driver.is_some(),
+        message: match driver {
+            Some(d) => format!("merge.kdd.driver = {d}"),
+            None => "merge.kdd.driver is not configured: merges of .kdd-index/ fall back to a text merge; run `kdd install`".into(),
+        },
+    });
+    let attr = git(
+        dir,
+        &["check-attr", "merge", "--", ".kdd-index/manifest.json"],
+    )
+    .unwrap_or_default();
+    let attr_ok = attr.trim_end().ends_with(": kdd");
+    checks.push(Check {
+        name: "gitattributes".into(),
+        ok: attr_ok,
+        message: if attr_ok {
+            ".kdd-index/** merge=kdd".into()
+        } else {
+            "`.kdd-index/** merge=kdd` is missing from .gitattributes; run `kdd install`".into()
+        },
+    });
+    if !settings.bare {
+        let hook = crate::hook::installed_hook_path(settings, "pre-commit");
+        let ok = hook
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .is_some_and(|s| s.contains("kdd-hook"));
+        checks.push(Check {
+            name: "pre-commit-hook".into(),
+            ok,
+            message: if ok {
+                "pre-commit runs kdd-hook".into()
+            } else {
+                "no pre-commit hook runs kdd-hook; run `kdd install` (or add the lefthook/husky snippet from hooks/)".into()
+            },
+        });
+        let markers = crate::hook::conflict_marker_files(&settings.index_dir);
+        checks.push(Check {
+            name: "index-conflicts".into(),
+            ok: markers.is_empty(),
+            message: if markers.is_empty() {
+                "no conflict markers in .kdd-index/".into()
+            } else {
+                format!(
+                    "conflict markers in {}; run `kdd resolve`",
+                    markers.join(", ")
+                )
+            },
+        });
+    }
+    checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_matching() {
+        assert!(under("specs/a.md", "specs"));
+        assert!(!under("specsx/a.md", "specs"));
+        assert!(!under("specs", "specs"));
+        assert!(under("x", ""));
+    }
+
+    #[test]
+    fn diff_is_add_modify_delete() {
+        let a = ObjectId::null(gix::hash::Kind::Sha1);
+        let b = ObjectId::empty_blob(gix::hash::Kind::Sha1);
+        let old: Entries = [("x".into(), a), ("y".into(), a)].into();
+        let new: Entries = [("x".into(), b), ("z".into(), a)].into();
+        let d = diff(&old, &new);
+        assert_eq!(d.added, vec!["z"]);
+        assert_eq!(d.modified, vec!["x"]);
+        assert_eq!(d.deleted, vec!["y"]);
+    }
+}

@@ -1,1 +1,347 @@
-//! merge stage (to be written).
+//! Merging `.kdd-index/` artifacts (BR-MERGE-001) without conflict markers.
+//!
+//! - [`merge_file`]: the per-file three-way merge behind the git merge driver
+//!   (`kdd merge-driver %O %A %B %P`). Every rule is symmetric in ours/theirs, so a rebase (which
+//!   swaps the sides) gives the same bytes as a merge.
+//!   - node files: equal → keep; one side unchanged → the other; both changed → the node with the
+//!     smaller canonical bytes (deterministic; artifacts carry no clock). The post-merge heal or
+//!     next pre-commit re-derives it from the merged spec, so the index ends equal to a fresh
+//!     index of the merged specs.
+//!   - edge files: set union by (type, to, domain), minus the links either side removed
+//!     relative to the base (cascading removals).
+//!   - embedding files: opaque bytes; one side unchanged → the other; both changed → the
+//!     smaller bytes (re-derived with their node by the heal).
+//!   - manifest: field-wise three-way merge, union of domains; incompatible embedding models or
+//!     format versions are a real conflict ("Incompatible embedding models, cannot merge").
+//! - [`refs`]: the ref-level merge of whole indexes for the server (`kdd merge-index`, CMD-004).
+
+pub mod refs;
+
+use crate::artifact::{
+    render_links, render_manifest, render_node, IndexLevel, Manifest, FORMAT_VERSION,
+};
+use crate::spec::{LinkRecord, Node};
+use std::collections::BTreeSet;
+
+/// The message of an incompatible-manifest conflict (BR-MERGE-001).
+pub const INCOMPATIBLE: &str = "Incompatible embedding models, cannot merge";
+
+/// Which artifact a path under `.kdd-index/` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Node,
+    Edges,
+    Embedding,
+    Manifest,
+    /// Not a known artifact: git's own merge applies.
+    Other,
+}
+
+/// Classify a repo-relative path (`.kdd-index/nodes/entity/X.json`).
+pub fn classify(path: &str) -> FileKind {
+    let rel = match path.find(".kdd-index/") {
+        Some(i) => &path[i + ".kdd-index/".len()..],
+        None => return FileKind::Other,
+    };
+    if rel == "manifest.json" {
+        FileKind::Manifest
+    } else if rel.starts_with("nodes/") && rel.ends_with(".json") {
+        FileKind::Node
+    } else if rel.starts_with("edges/") && rel.ends_with(".jsonl") {
+        FileKind::Edges
+    } else if rel.starts_with("embeddings/") && rel.ends_with(".bin") {
+        FileKind::Embedding
+    } else {
+        FileKind::Other
+    }
+}
+
+/// Result of merging one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Clean: write these bytes to `%A`, exit 0.
+    Merged(Vec<u8>),
+    /// A real conflict: leave `%A` as ours, report, exit 1.
+    Conflict(String),
+    /// Unreadable input or unknown format: fall back to git's own merge, exit non-zero.
+    Unsupported(String),
+}
+
+/// Three-way merge of one artifact. `base` is `None` (or empty) for add/add.
+pub fn merge_file(kind: FileKind, base: Option<&[u8]>, ours: &[u8], theirs: &[u8]) -> Outcome {
+    let base = base.filter(|b| !b.is_empty() || kind == FileKind::Edges);
+    match kind {
+        FileKind::Node => merge_node(base, ours, theirs),
+        FileKind::Edges => merge_edges(base, ours, theirs),
+        FileKind::Embedding => Outcome::Merged(pick3(base, ours, theirs).to_vec()),
+        FileKind::Manifest => merge_manifest(base, ours, theirs),
+        FileKind::Other => Outcome::Unsupported("not a kdd artifact".into()),
+    }
+}
+
+/// Generic three-way pick: equal → ours; one side unchanged → the other; else the smaller.
+fn pick3<'a>(base: Option<&[u8]>, ours: &'a [u8], theirs: &'a [u8]) -> &'a [u8] {
+    if ours == theirs || base == Some(theirs) {
+        ours
+    } else if base == Some(ours) {
+        theirs
+    } else {
+        ours.min(theirs)
+    }
+}
+
+fn merge_node(base: Option<&[u8]>, ours: &[u8], theirs: &[u8]) -> Outcome {
+    let parse = |b: &[u8], side: &str| {
+        serde_json::from_slice::<Node>(b).map_err(|e| format!("{side} node is not valid: {e}"))
+    };
+    let (o, t) = match (parse(ours, "our"), parse(theirs, "their")) {
+        (Ok(o), Ok(t)) => (o, t),
+        (Err(e), _) | (_, Err(e)) => return Outcome::Unsupported(e),
+    };
+    let b = base.and_then(|b| serde_json::from_slice::<Node>(b).ok());
+    let winner = if o == t || b.as_ref() == Some(&t) {
+        o
+    } else if b.as_ref() == Some(&o) {
+        t
+    } else {
+        let (ro, rt) = (render_node(&o), render_node(&t));
+        if ro <= rt {
+            o
+        } else {
+            t
+        }
+    };
+    Outcome::Merged(render_node(&winner))
+}
+
+fn parse_links(b: &[u8]) -> Result<BTreeSet<LinkRecord>, String> {
+    let text = std::str::from_utf8(b).map_err(|e| e.to_string())?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).map_err(|e| format!("edge line {l:?}: {e}")))
+        .collect()
+}
+
+fn merge_edges(base: Option<&[u8]>, ours: &[u8], theirs: &[u8]) -> Outcome {
+    let (o, t) = match (parse_links(ours), parse_links(theirs)) {
+        (Ok(o), Ok(t)) => (o, t),
+        (Err(e), _) | (_, Err(e)) => return Outcome::Unsupported(e),
+    };
+    let b = match base.map(parse_links).transpose() {
+        Ok(b) => b.unwrap_or_default(),
+        Err(e) => return Outcome::Unsupported(e),
+    };
+    let removed: BTreeSet<&LinkRecord> = b
+        .iter()
+        .filter(|l| !o.contains(*l) || !t.contains(*l))
+        .collect();
+    let merged: Vec<LinkRecord> = o
+        .union(&t)
+        .filter(|l| !removed.contains(l))
+        .cloned()
+        .collect();
+    Outcome::Merged(render_links(&merged))
+}
+
+fn parse_manifest(b: &[u8], side: &str) -> Result<Manifest, String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(b).map_err(|e| format!("{side} manifest is not JSON: {e}"))?;
+    let fv = v.get("format_version").and_then(|x| x.as_u64());
+    if fv != Some(u64::from(FORMAT_VERSION)) {
+        return Err(format!(
+            "{side} manifest has format version {fv:?}, this kdd merges {FORMAT_VERSION}"
+        ));
+    }
+    serde_json::from_value(v).map_err(|e| format!("{side} manifest is not valid: {e}"))
+}
+
+/// Three-way merge of manifests (also used by the ref-level merge).
+pub fn merge_manifests(
+    base: Option<&Manifest>,
+    ours: &Manifest,
+    theirs: &Manifest,
+) -> Result<Manifest, String> {
+    if let (Some(a), Some(b)) = (&ours.embedding, &theirs.embedding) {
+        if a.model != b.model || a.dimensions != b.dimensions {
+            return Err(format!("{INCOMPATIBLE}: {} vs {}", a.model, b.model));
+        }
+    }
+    fn f3<T: Clone + PartialEq + Ord>(b: Option<&T>, o: &T, t: &T) -> T {
+        if o == t || b == Some(t) {
+            o.clone()
+        } else if b == Some(o) {
+            t.clone()
+        } else {
+            o.clone().min(t.clone())
+        }
+    }
+    let str3 = |b: Option<&String>, o: &String, t: &String| f3(b, o, t);
+    let structure = {
+        let s = |m: &Manifest| serde_json::to_string(&m.structure).unwrap_or_default();
+        let pick = f3(base.map(s).as_ref(), &s(ours), &s(theirs));
+        if pick == s(ours) {
+            ours.structure
+        } else {
+            theirs.structure
+        }
+    };
+    let domains: BTreeSet<String> = ours
+        .domains
+        .iter()
+        .chain(&theirs.domains)
+        .cloned()
+        .collect();
+    let index_level = ours.index_level.max(theirs.index_level);
+    let embedding = match (&ours.embedding, &theirs.embedding) {
+        (Some(a), Some(b)) => Some(if a.quantization <= b.quantization {
+            a.clone()
+        } else {
+            b.clone()
+        }),
+        (Some(a), None) | (None, Some(a)) => Some(a.clone()),
+        (None, None) => None,
+    };
+    Ok(Manifest {
+        format_version: FORMAT_VERSION,
+        kdd_version: str3(
+            base.map(|m| &m.kdd_version),
+            &ours.kdd_version,
+            &theirs.kdd_version,
+        ),
+        structure,
+        specs_root: str3(
+            base.map(|m| &m.specs_root),
+            &ours.specs_root,
+            &theirs.specs_root,
+        ),
+        domains: domains.into_iter().collect(),
+        embedding: if index_level == IndexLevel::L2 {
+            embedding
+        } else {
+            None
+        },
+        index_level,
+    })
+}
+
+fn merge_manifest(base: Option<&[u8]>, ours: &[u8], theirs: &[u8]) -> Outcome {
+    let (o, t) = match (parse_manifest(ours, "our"), parse_manifest(theirs, "their")) {
+        (Ok(o), Ok(t)) => (o, t),
+        (Err(e), _) | (_, Err(e)) => return Outcome::Unsupported(e),
+    };
+    let b = base.and_then(|b| parse_manifest(b, "base").ok());
+    match merge_manifests(b.as_ref(), &o, &t) {
+        Ok(m) => Outcome::Merged(render_manifest(&m)),
+        Err(e) => Outcome::Conflict(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::artifact::{EmbeddingInfo, Structure};
+    use crate::spec::{Kind, Layer};
+
+    fn node(hash: &str, title: &str) -> Vec<u8> {
+        render_node(&Node {
+            id: "Entity:Pedido".into(),
+            kind: Kind::Entity,
+            source_file: "specs/Pedido.md".into(),
+            source_hash: hash.into(),
+            title: title.into(),
+            status: None,
+            aliases: vec![],
+            domain: None,
+            layer: Layer::Domain,
+        })
+    }
+
+    #[test]
+    fn classify_paths() {
+        assert_eq!(classify(".kdd-index/nodes/entity/X.json"), FileKind::Node);
+        assert_eq!(classify(".kdd-index/edges/entity/X.jsonl"), FileKind::Edges);
+        assert_eq!(
+            classify(".kdd-index/embeddings/entity/X.bin"),
+            FileKind::Embedding
+        );
+        assert_eq!(classify(".kdd-index/manifest.json"), FileKind::Manifest);
+        assert_eq!(classify("specs/x.md"), FileKind::Other);
+    }
+
+    #[test]
+    fn node_rules_are_symmetric() {
+        let (b, o, t) = (node("a", "x"), node("b", "x"), node("c", "x"));
+        assert_eq!(
+            merge_file(FileKind::Node, Some(&b), &b, &t),
+            Outcome::Merged(t.clone())
+        );
+        assert_eq!(
+            merge_file(FileKind::Node, Some(&b), &o, &b),
+            Outcome::Merged(o.clone())
+        );
+        let m1 = merge_file(FileKind::Node, Some(&b), &o, &t);
+        let m2 = merge_file(FileKind::Node, Some(&b), &t, &o);
+        assert_eq!(m1, m2);
+        assert!(matches!(
+            merge_file(FileKind::Node, Some(&b), b"<<<<<<<", &t),
+            Outcome::Unsupported(_)
+        ));
+    }
+
+    #[test]
+    fn edges_union_with_removals() {
+        let l = |to: &str| format!("{{\"type\":\"WIKI_LINK\",\"to\":\"{to}\"}}\n");
+        let base = format!("{}{}", l("A"), l("B"));
+        let ours = format!("{}{}", l("A"), l("C"));
+        let theirs = format!("{}{}{}", l("A"), l("B"), l("D"));
+        let out = merge_file(
+            FileKind::Edges,
+            Some(base.as_bytes()),
+            ours.as_bytes(),
+            theirs.as_bytes(),
+        );
+        assert_eq!(
+            out,
+            Outcome::Merged(format!("{}{}{}", l("A"), l("C"), l("D")).into_bytes())
+        );
+    }
+
+    #[test]
+    fn manifest_union_and_incompatible_models() {
+        let mut a = Manifest::new(
+            "specs",
+            Structure::MultiDomain,
+            vec!["auth".into(), "core".into()],
+        );
+        let mut b = Manifest::new(
+            "specs",
+            Structure::MultiDomain,
+            vec!["core".into(), "sessions".into()],
+        );
+        let out = merge_file(
+            FileKind::Manifest,
+            None,
+            &render_manifest(&a),
+            &render_manifest(&b),
+        );
+        let Outcome::Merged(m) = out else { panic!() };
+        let m: Manifest = serde_json::from_slice(&m).unwrap();
+        assert_eq!(m.domains, vec!["auth", "core", "sessions"]);
+        let e = |m: &str| EmbeddingInfo {
+            model: m.into(),
+            dimensions: 384,
+            quantization: "int8".into(),
+        };
+        a.index_level = IndexLevel::L2;
+        b.index_level = IndexLevel::L2;
+        a.embedding = Some(e("nomic-embed-text-v1.5"));
+        b.embedding = Some(e("bge-small-en-v1.5"));
+        let out = merge_file(
+            FileKind::Manifest,
+            None,
+            &render_manifest(&a),
+            &render_manifest(&b),
+        );
+        assert!(matches!(out, Outcome::Conflict(m) if m.starts_with(INCOMPATIBLE)));
+    }
+}

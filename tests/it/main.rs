@@ -1,1 +1,4 @@
+//! Integration tests: one binary, one module per area.
 
+mod git;
+mod util;

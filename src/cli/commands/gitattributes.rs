@@ -1,6 +1,15 @@
-//! `kdd gitattributes` (not yet implemented).
+//! `kdd gitattributes`: print the `.gitattributes` lines that route `.kdd-index/` merges to the
+//! kdd merge driver (the same text as `.gitattributes.example`).
 
-use crate::cli::{ExitStatus, GlobalArgs};
+use crate::cli::{output, ExitStatus, GlobalArgs};
+
+/// The lines `kdd install` adds to `.gitattributes`.
+pub const LINES: &str = "\
+# kdd: merge the committed index with the kdd merge driver (see merge-driver/README.md)
+.kdd-index/** merge=kdd
+# kdd: generated files, collapsed in code review
+.kdd-index/** linguist-generated=true
+";
 
 /// Arguments of `kdd gitattributes`.
 #[derive(Debug, Clone, clap::Args)]
@@ -8,5 +17,6 @@ pub struct Args {}
 
 /// Run the subcommand.
 pub fn run(_args: &Args, _global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    anyhow::bail!("`kdd gitattributes` is not implemented yet")
+    output::data(LINES)?;
+    Ok(ExitStatus::Success)
 }

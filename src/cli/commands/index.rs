@@ -1,12 +1,69 @@
-//! `kdd index` (not yet implemented).
+//! `kdd index`: full index of the specs root into `.kdd-index/` (see [`crate::index::full`]).
+//!
+//! Per-file diagnostics and a summary go to stderr (progress too, for long runs); `--json`
+//! prints the [`crate::index::Outcome`] on stdout. Exit 0 when every file was indexed, 1 when
+//! some failed (the others are indexed and written), 2 on a run-level error.
 
-use crate::cli::{ExitStatus, GlobalArgs};
+use crate::cli::{output, ExitStatus, GlobalArgs};
+use crate::spec::Severity;
 
-/// Arguments of `kdd index`.
+/// Arguments of `kdd index` (the specs root comes from the global `--specs DIR`).
 #[derive(Debug, Clone, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Do not print warnings (errors and the summary are still printed).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// Runs with at least this many files report progress.
+const PROGRESS_MIN: usize = 500;
 
 /// Run the subcommand.
-pub fn run(_args: &Args, _global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    anyhow::bail!("`kdd index` is not implemented yet")
+pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
+    let settings = global.settings()?;
+    if settings.bare {
+        anyhow::bail!(
+            "{}: bare repository; `kdd index` needs a work tree (the post-receive hook indexes bare repos)",
+            settings.repo_root.display()
+        );
+    }
+    let progress = |done: usize, total: usize| {
+        let step = (total / 10).max(1);
+        if total >= PROGRESS_MIN && (done.is_multiple_of(step) || done == total) {
+            output::info(&format!("kdd: indexing {done}/{total} files"));
+        }
+    };
+    let opts = crate::index::Options {
+        extras: None,
+        progress: Some(&progress),
+    };
+    let started = std::time::Instant::now();
+    let out = crate::index::full(&settings, &opts)?;
+    for d in &out.diagnostics {
+        if d.severity == Severity::Error || !args.quiet {
+            output::info(&d.to_string());
+        }
+    }
+    let warnings = out.diagnostics.len() - out.errors();
+    output::info(&format!(
+        "kdd: indexed {} of {} spec files in {:.2}s ({} failed, {} warnings); {} artifact files written, {} removed",
+        out.indexed,
+        out.files,
+        started.elapsed().as_secs_f64(),
+        out.failed,
+        warnings,
+        out.written.len(),
+        out.removed.len()
+    ));
+    if global.json {
+        output::json(&out)?;
+    }
+    if out.failed > 0 {
+        output::error(&format!(
+            "{} file(s) could not be indexed (see the errors above); the other specs were indexed",
+            out.failed
+        ));
+        return Ok(ExitStatus::Failure);
+    }
+    Ok(ExitStatus::Success)
 }

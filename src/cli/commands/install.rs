@@ -1,12 +1,164 @@
-//! `kdd install` (not yet implemented).
+//! `kdd install [--repo PATH]`: wire kdd into a repository, idempotently.
+//!
+//! - `merge.kdd.name` / `merge.kdd.driver` in the repository's git config;
+//! - `.kdd-index/** merge=kdd` in `.gitattributes` (or `.git/info/attributes` with `--local`);
+//! - hook shims (`pre-commit`, `post-commit`, `post-merge`, `post-checkout`, `post-rewrite`) in the hooks
+//!   directory git uses, chaining an existing foreign hook (kept as `<hook>.pre-kdd`) instead of
+//!   overwriting it. With husky or lefthook the snippet to add is printed instead.
 
-use crate::cli::{ExitStatus, GlobalArgs};
+use crate::cli::commands::gitattributes::LINES;
+use crate::cli::{output, ExitStatus, GlobalArgs};
+use crate::config::Settings;
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+
+/// The plain-git hook shim (`hooks/kdd-shim.sh`).
+pub const SHIM: &str = include_str!("../../../hooks/kdd-shim.sh");
+/// Hooks kdd installs.
+pub const HOOKS: [&str; 5] = [
+    "pre-commit",
+    "post-commit",
+    "post-merge",
+    "post-checkout",
+    "post-rewrite",
+];
 
 /// Arguments of `kdd install`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Write the attributes to `.git/info/attributes` (local, untracked) instead of `.gitattributes`.
+    #[arg(long)]
+    pub local: bool,
+    /// Only configure the merge driver and attributes; do not touch hooks.
+    #[arg(long)]
+    pub no_hooks: bool,
+}
 
 /// Run the subcommand.
-pub fn run(_args: &Args, _global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    anyhow::bail!("`kdd install` is not implemented yet")
+pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
+    let settings = global.settings()?;
+    for line in install(&settings, args)? {
+        output::info(&line);
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn sibling(name: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.with_file_name(name);
+    p.exists().then_some(p)
+}
+
+fn quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
+}
+
+/// Install everything; returns what was done, one line each.
+pub fn install(settings: &Settings, args: &Args) -> anyhow::Result<Vec<String>> {
+    let mut done = Vec::new();
+    let dir = &settings.repo_root;
+    let driver = match sibling("kdd-merge-driver") {
+        Some(p) => format!("{} %O %A %B %P", quote(&p)),
+        None => "kdd-merge-driver %O %A %B %P".to_string(),
+    };
+    crate::git::git(dir, &["config", "merge.kdd.name", "kdd index merge driver"])?;
+    crate::git::git(dir, &["config", "merge.kdd.driver", &driver])?;
+    done.push(format!("merge.kdd.driver = {driver}"));
+
+    let attr_file = if args.local || settings.bare {
+        settings.git_common_dir.join("info").join("attributes")
+    } else {
+        settings.repo_root.join(".gitattributes")
+    };
+    let existing = std::fs::read_to_string(&attr_file).unwrap_or_default();
+    if existing
+        .lines()
+        .any(|l| l.trim() == ".kdd-index/** merge=kdd")
+    {
+        done.push(format!(
+            "{}: already routes .kdd-index/ to kdd",
+            attr_file.display()
+        ));
+    } else {
+        let mut text = existing;
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(LINES);
+        if let Some(parent) = attr_file.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&attr_file, text).with_context(|| attr_file.display().to_string())?;
+        done.push(format!(
+            "{}: added .kdd-index/** merge=kdd",
+            attr_file.display()
+        ));
+    }
+    if args.no_hooks || settings.bare {
+        return Ok(done);
+    }
+    let hooks_dir = crate::hook::hooks_dir(settings);
+    let hooks_path = crate::git::config_get(dir, "core.hooksPath").unwrap_or_default();
+    if hooks_path.contains(".husky") {
+        done.push(
+            "husky manages hooks here: add the lines from hooks/husky/<hook> to .husky/<hook>"
+                .into(),
+        );
+        return Ok(done);
+    }
+    if dir.join("lefthook.yml").exists() || dir.join("lefthook.yaml").exists() {
+        done.push(
+            "lefthook manages hooks here: merge hooks/lefthook.yml into your lefthook.yml".into(),
+        );
+        return Ok(done);
+    }
+    std::fs::create_dir_all(&hooks_dir)?;
+    let bin = sibling("kdd-hook").unwrap_or_else(|| PathBuf::from("kdd-hook"));
+    let shim = SHIM.replace(
+        "@KDD_HOOK_BIN@",
+        &bin.display().to_string().replace('"', ""),
+    );
+    for name in HOOKS {
+        let p = hooks_dir.join(name);
+        let current = std::fs::read_to_string(&p).ok();
+        match current {
+            Some(c) if c == shim => {
+                done.push(format!("{}: up to date", p.display()));
+                continue;
+            }
+            Some(c) if c.contains("kdd: managed hook shim") => {}
+            Some(_) => {
+                let prev = hooks_dir.join(format!("{name}.pre-kdd"));
+                if prev.exists() {
+                    anyhow::bail!(
+                        "{}: a foreign hook is installed and {} already exists; merge them by hand",
+                        p.display(),
+                        prev.display()
+                    );
+                }
+                std::fs::rename(&p, &prev)?;
+                done.push(format!(
+                    "{}: existing hook kept as {} and chained",
+                    p.display(),
+                    prev.display()
+                ));
+            }
+            None => {}
+        }
+        std::fs::write(&p, &shim).with_context(|| p.display().to_string())?;
+        make_executable(&p)?;
+        done.push(format!("{}: installed", p.display()));
+    }
+    Ok(done)
+}
+
+#[cfg(unix)]
+fn make_executable(p: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
+}
+
+#[cfg(not(unix))]
+fn make_executable(_p: &Path) -> std::io::Result<()> {
+    Ok(())
 }

@@ -1,12 +1,95 @@
-//! `kdd merge-index` (not yet implemented).
+//! `kdd merge-index <ref> <ref>… [--output DIR]`: merge the indexes committed at two or more
+//! refs per BR-MERGE-001 (last-write-wins by commit time, delete-wins, edge union with cascade,
+//! embeddings follow the winner, compatible manifests) and report the conflicts resolved.
 
-use crate::cli::{ExitStatus, GlobalArgs};
+use crate::cli::{output, ExitStatus, GlobalArgs};
+use std::path::PathBuf;
 
 /// Arguments of `kdd merge-index`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Two or more refs or commits whose `.kdd-index/` to merge.
+    #[arg(required = true, num_args = 2..)]
+    pub refs: Vec<String>,
+    /// Directory to write the merged index to (default: the work tree's `.kdd-index/`).
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// Only report; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
 
 /// Run the subcommand.
-pub fn run(_args: &Args, _global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    anyhow::bail!("`kdd merge-index` is not implemented yet")
+pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
+    let settings = global.settings()?;
+    let report = match crate::merge::refs::merge_refs(&settings.repo_root, &args.refs) {
+        Ok(r) => r,
+        Err(e @ crate::merge::refs::Error::Incompatible(_)) => {
+            output::error(&e.to_string());
+            return Ok(ExitStatus::Failure);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if !args.dry_run {
+        let out = match &args.output {
+            Some(o) => o.clone(),
+            None if settings.bare => {
+                anyhow::bail!("a bare repository has no work tree: pass --output DIR")
+            }
+            None => settings.index_dir.clone(),
+        };
+        let paths = crate::artifact::ArtifactPaths::new(&out);
+        for (rel, bytes) in &report.files {
+            crate::artifact::write_if_changed(&paths.abs(rel), bytes)?;
+        }
+        // Drop artifacts the merge did not keep (only kdd artifact folders are touched).
+        for top in ["nodes", "edges", "embeddings"] {
+            let mut stack = vec![out.join(top)];
+            while let Some(d) = stack.pop() {
+                let Ok(rd) = std::fs::read_dir(&d) else {
+                    continue;
+                };
+                for e in rd.flatten() {
+                    let p = e.path();
+                    if p.is_dir() {
+                        stack.push(p);
+                        continue;
+                    }
+                    let rel = p
+                        .strip_prefix(&out)
+                        .unwrap_or(&p)
+                        .to_string_lossy()
+                        .replace('\\', "/");
+                    if !report.files.contains_key(&rel) {
+                        std::fs::remove_file(&p)?;
+                    }
+                }
+            }
+        }
+    }
+    if global.json {
+        output::json(&report)?;
+    } else {
+        output::data(&format!(
+            "merged {} refs: {} nodes, {} edges, {} conflicts resolved, {} deleted",
+            report.refs.len(),
+            report.nodes,
+            report.edges,
+            report.conflicts_resolved.len(),
+            report.deleted.len()
+        ))?;
+        for c in &report.conflicts_resolved {
+            output::data(&format!(
+                "  {} {} → {} ({})",
+                c.rule,
+                c.node,
+                c.winner.as_deref().unwrap_or("deleted"),
+                c.detail
+            ))?;
+        }
+        for w in &report.warnings {
+            output::warn(w);
+        }
+    }
+    Ok(ExitStatus::Success)
 }

@@ -1,12 +1,115 @@
-//! `kdd verify` (not yet implemented).
+//! `kdd verify [--ref REF]`: exit 1 when the `.kdd-index/` committed at a revision does not
+//! equal a fresh index of that revision's specs (for CI, a server, or before a release).
 
-use crate::cli::{ExitStatus, GlobalArgs};
+use crate::cli::{output, ExitStatus, GlobalArgs};
+use std::collections::BTreeMap;
 
 /// Arguments of `kdd verify`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Revision to check (default HEAD).
+    #[arg(long = "ref", default_value = "HEAD")]
+    pub rev: String,
+    /// Check the staging area instead of a revision.
+    #[arg(long, conflicts_with = "rev")]
+    pub staged: bool,
+}
+
+/// Differences between the committed and the expected index.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Mismatch {
+    pub missing: Vec<String>,
+    pub extra: Vec<String>,
+    pub different: Vec<String>,
+    pub unreadable_specs: Vec<String>,
+}
+
+impl Mismatch {
+    /// True when the index matches.
+    pub fn is_empty(&self) -> bool {
+        self.missing.is_empty() && self.extra.is_empty() && self.different.is_empty()
+    }
+}
+
+/// Compare the index at `rev` (or the staging area) with its specs.
+pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::Result<Mismatch> {
+    let repo = crate::git::open(&settings.repo_root)?;
+    let (specs, arts) = match rev {
+        Some(r) => (
+            crate::git::read_tree_files(&repo, r, &settings.specs_root)?,
+            crate::git::read_tree_files(&repo, r, crate::artifact::INDEX_DIR)?,
+        ),
+        None => {
+            let idx = crate::git::load_index(&repo)?;
+            let read = |prefix: &str| -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+                crate::git::index_entries(&idx, prefix)
+                    .into_iter()
+                    .map(|(p, id)| Ok((p, crate::git::read_blob(&repo, id)?)))
+                    .collect()
+            };
+            (
+                read(&settings.specs_root)?,
+                read(crate::artifact::INDEX_DIR)?,
+            )
+        }
+    };
+    let manifest = arts
+        .iter()
+        .find(|(p, _)| p == &format!("{}/manifest.json", crate::artifact::INDEX_DIR))
+        .map(|(_, b)| b.clone());
+    let (expected, diags) = crate::git::derive_index(settings, &specs, manifest.as_deref());
+    let actual: BTreeMap<String, Vec<u8>> = arts
+        .into_iter()
+        .map(|(p, b)| (p[crate::artifact::INDEX_DIR.len() + 1..].to_string(), b))
+        .collect();
+    let mut m = Mismatch {
+        unreadable_specs: diags.iter().map(|d| d.to_string()).collect(),
+        ..Mismatch::default()
+    };
+    for (p, b) in &expected {
+        match actual.get(p) {
+            None => m.missing.push(p.clone()),
+            Some(a) if a != b => m.different.push(p.clone()),
+            _ => {}
+        }
+    }
+    for p in actual.keys() {
+        if !expected.contains_key(p) {
+            // Artifacts of a spec that cannot be read are kept, not extra.
+            let kept = !diags.is_empty() && !p.starts_with("manifest");
+            if !kept {
+                m.extra.push(p.clone());
+            }
+        }
+    }
+    Ok(m)
+}
 
 /// Run the subcommand.
-pub fn run(_args: &Args, _global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    anyhow::bail!("`kdd verify` is not implemented yet")
+pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
+    let settings = global.settings()?;
+    let m = check(&settings, (!args.staged).then_some(args.rev.as_str()))?;
+    if global.json {
+        output::json(&m)?;
+    } else {
+        for (label, list) in [
+            ("missing", &m.missing),
+            ("extra", &m.extra),
+            ("different", &m.different),
+        ] {
+            for p in list {
+                output::data(&format!("{label}\t.kdd-index/{p}"))?;
+            }
+        }
+        for d in &m.unreadable_specs {
+            output::warn(d);
+        }
+    }
+    if m.is_empty() {
+        output::info("kdd verify: .kdd-index/ matches the specs");
+        Ok(ExitStatus::Success)
+    } else {
+        output::error("kdd verify: .kdd-index/ does not match the specs; run `kdd resolve` (or `kdd index`) and commit");
+        Ok(ExitStatus::Failure)
+    }
 }

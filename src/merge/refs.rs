@@ -1,0 +1,288 @@
+//! Ref-level merge of whole indexes (CMD-004, `merge-index.feature`) for a server that receives
+//! several developers' branches: per node last-write-wins by the commit time of the commit that
+//! last changed that node's spec on each side, delete-wins against the merge base, edge union
+//! with cascading removals, embeddings follow the winning node, manifests must be compatible.
+
+use super::{merge_manifests, INCOMPATIBLE};
+use crate::artifact::{render_links, render_manifest, render_node, Manifest};
+use crate::git;
+use crate::spec::{LinkRecord, Node};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Errors of a ref-level merge.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Merge requires at least 2 source indices")]
+    InsufficientSources,
+    #[error("No manifest found in {0}:.kdd-index/")]
+    ManifestNotFound(String),
+    #[error("{0}")]
+    Incompatible(String),
+    #[error("{rev}:{path}: {message}")]
+    Corrupt {
+        rev: String,
+        path: String,
+        message: String,
+    },
+    #[error(transparent)]
+    Git(#[from] git::Error),
+}
+
+/// One node's artifacts in one index.
+#[derive(Debug, Clone, PartialEq)]
+struct Entry {
+    node: Node,
+    links: BTreeSet<LinkRecord>,
+    embedding: Option<Vec<u8>>,
+}
+
+/// A whole index read from a tree: stem → entry, plus the manifest.
+#[derive(Debug, Clone)]
+struct Index {
+    manifest: Option<Manifest>,
+    nodes: BTreeMap<String, Entry>,
+}
+
+fn read_index(repo: &gix::Repository, rev: &str) -> Result<Index, Error> {
+    let corrupt = |path: &str, message: String| Error::Corrupt {
+        rev: rev.to_string(),
+        path: path.to_string(),
+        message,
+    };
+    let entries = git::tree_entries(repo, rev, crate::artifact::INDEX_DIR)?;
+    let mut manifest = None;
+    let mut nodes: BTreeMap<String, Entry> = BTreeMap::new();
+    let mut links: BTreeMap<String, BTreeSet<LinkRecord>> = BTreeMap::new();
+    let mut embeddings: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    for (path, id) in &entries {
+        let rel = &path[crate::artifact::INDEX_DIR.len() + 1..];
+        let bytes = git::read_blob(repo, *id)?;
+        if rel == "manifest.json" {
+            manifest = Some(super::parse_manifest(&bytes, rev).map_err(|e| corrupt(path, e))?);
+        } else if let Some(stem) = rel
+            .strip_prefix("nodes/")
+            .and_then(|r| r.strip_suffix(".json"))
+        {
+            let n: Node =
+                serde_json::from_slice(&bytes).map_err(|e| corrupt(path, e.to_string()))?;
+            nodes.insert(
+                stem.to_string(),
+                Entry {
+                    node: n,
+                    links: BTreeSet::new(),
+                    embedding: None,
+                },
+            );
+        } else if let Some(stem) = rel
+            .strip_prefix("edges/")
+            .and_then(|r| r.strip_suffix(".jsonl"))
+        {
+            let set = super::parse_links(&bytes).map_err(|e| corrupt(path, e))?;
+            links.insert(stem.to_string(), set);
+        } else if let Some(stem) = rel
+            .strip_prefix("embeddings/")
+            .and_then(|r| r.strip_suffix(".bin"))
+        {
+            embeddings.insert(stem.to_string(), bytes);
+        }
+    }
+    for (stem, e) in nodes.iter_mut() {
+        e.links = links.remove(stem).unwrap_or_default();
+        e.embedding = embeddings.remove(stem);
+    }
+    Ok(Index { manifest, nodes })
+}
+
+/// A conflict the merge resolved.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Resolved {
+    pub node: String,
+    /// `last-write-wins` or `delete-wins`.
+    pub rule: String,
+    /// The ref whose version won (`None` when the node was deleted).
+    pub winner: Option<String>,
+    pub detail: String,
+}
+
+/// What `kdd merge-index` produced.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    pub refs: Vec<String>,
+    pub base: Option<String>,
+    pub nodes: usize,
+    pub edges: usize,
+    pub conflicts_resolved: Vec<Resolved>,
+    pub deleted: Vec<String>,
+    pub warnings: Vec<String>,
+    /// The merged artifacts: path relative to `.kdd-index/` → bytes.
+    #[serde(skip)]
+    pub files: BTreeMap<String, Vec<u8>>,
+}
+
+/// Merge the indexes committed at `revs` (two or more) per BR-MERGE-001.
+pub fn merge_refs(repo_dir: &Path, revs: &[String]) -> Result<Report, Error> {
+    if revs.len() < 2 {
+        return Err(Error::InsufficientSources);
+    }
+    let repo = git::open(repo_dir)?;
+    let mut base_args = vec!["merge-base", "--octopus"];
+    base_args.extend(revs.iter().map(String::as_str));
+    let base_rev = git::git(repo_dir, &base_args)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    let base = match &base_rev {
+        Some(b) => Some(read_index(&repo, b)?),
+        None => None,
+    };
+    let mut sides = Vec::new();
+    for r in revs {
+        let idx = read_index(&repo, r)?;
+        if idx.manifest.is_none() {
+            return Err(Error::ManifestNotFound(r.clone()));
+        }
+        sides.push(idx);
+    }
+    // Manifests: pairwise compatible, folded left to right.
+    let bm = base.as_ref().and_then(|b| b.manifest.clone());
+    let mut manifest = sides[0].manifest.clone().expect("checked");
+    for s in &sides[1..] {
+        let m = s.manifest.as_ref().expect("checked");
+        if m.structure != manifest.structure {
+            return Err(Error::Incompatible(
+                "Cannot merge single-domain with multi-domain indices".into(),
+            ));
+        }
+        manifest = merge_manifests(bm.as_ref(), &manifest, m).map_err(Error::Incompatible)?;
+    }
+    let _ = INCOMPATIBLE;
+
+    let mut report = Report {
+        refs: revs.to_vec(),
+        base: base_rev.clone(),
+        nodes: 0,
+        edges: 0,
+        conflicts_resolved: Vec::new(),
+        deleted: Vec::new(),
+        warnings: Vec::new(),
+        files: BTreeMap::new(),
+    };
+    let mut stems: BTreeSet<&String> = sides.iter().flat_map(|s| s.nodes.keys()).collect();
+    if let Some(b) = &base {
+        stems.extend(b.nodes.keys());
+    }
+    for stem in stems {
+        let b = base.as_ref().and_then(|b| b.nodes.get(stem));
+        let present: Vec<(usize, &Entry)> = sides
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.nodes.get(stem).map(|e| (i, e)))
+            .collect();
+        // Delete-wins: in the base, missing on some side.
+        if let Some(be) = b {
+            if present.len() < sides.len() {
+                let changed: Vec<&str> = present
+                    .iter()
+                    .filter(|(_, e)| e.node.source_hash != be.node.source_hash)
+                    .map(|(i, _)| revs[*i].as_str())
+                    .collect();
+                if !changed.is_empty() {
+                    report.warnings.push(format!(
+                        "{}: deleted on one side but modified on {}; the deletion wins",
+                        be.node.id,
+                        changed.join(", ")
+                    ));
+                }
+                report.deleted.push(be.node.id.clone());
+                if !present.is_empty() {
+                    report.conflicts_resolved.push(Resolved {
+                        node: be.node.id.clone(),
+                        rule: "delete-wins".into(),
+                        winner: None,
+                        detail: "deleted on at least one side; its edges and embeddings go too"
+                            .into(),
+                    });
+                }
+                continue;
+            }
+        }
+        if present.is_empty() {
+            continue;
+        }
+        // Versions that differ from the base.
+        let changed: Vec<(usize, &Entry)> = present
+            .iter()
+            .filter(|(_, e)| b.is_none_or(|be| *e != be))
+            .cloned()
+            .collect();
+        let distinct: BTreeSet<&str> = changed
+            .iter()
+            .map(|(_, e)| e.node.source_hash.as_str())
+            .collect();
+        let winner: (usize, &Entry) = if changed.is_empty() {
+            present[0]
+        } else if distinct.len() <= 1 {
+            changed[0]
+        } else {
+            // Last-write-wins by the time of the commit that last changed the spec on each side.
+            let mut best: Option<(i64, Vec<u8>, usize, &Entry)> = None;
+            for (i, e) in &changed {
+                let t = git::last_change_time(repo_dir, &revs[*i], &e.node.source_file)?
+                    .unwrap_or(i64::MIN);
+                let bytes = render_node(&e.node);
+                let better = match &best {
+                    None => true,
+                    Some((bt, bb, _, _)) => t > *bt || (t == *bt && bytes < *bb),
+                };
+                if better {
+                    best = Some((t, bytes, *i, e));
+                }
+            }
+            let (t, _, i, e) = best.expect("at least two changed versions");
+            report.conflicts_resolved.push(Resolved {
+                node: e.node.id.clone(),
+                rule: "last-write-wins".into(),
+                winner: Some(revs[i].clone()),
+                detail: format!(
+                    "{} versions; {} changed {} last (commit time {t})",
+                    distinct.len(),
+                    revs[i],
+                    e.node.source_file
+                ),
+            });
+            (i, e)
+        };
+        let (_, we) = winner;
+        // Edges: union of the sides minus links any side removed relative to the base.
+        let mut links: BTreeSet<LinkRecord> = present
+            .iter()
+            .flat_map(|(_, e)| e.links.iter().cloned())
+            .collect();
+        if let Some(be) = b {
+            for l in &be.links {
+                if present.iter().any(|(_, e)| !e.links.contains(l)) {
+                    links.remove(l);
+                }
+            }
+        }
+        let links: Vec<LinkRecord> = links.into_iter().collect();
+        report.nodes += 1;
+        report.edges += links.len();
+        report
+            .files
+            .insert(format!("nodes/{stem}.json"), render_node(&we.node));
+        report
+            .files
+            .insert(format!("edges/{stem}.jsonl"), render_links(&links));
+        if let Some(emb) = &we.embedding {
+            report
+                .files
+                .insert(format!("embeddings/{stem}.bin"), emb.clone());
+        }
+    }
+    report
+        .files
+        .insert("manifest.json".into(), render_manifest(&manifest));
+    Ok(report)
+}

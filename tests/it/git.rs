@@ -1,0 +1,908 @@
+//! Git integration in real temporary repositories: the pre-commit hook from the staged tree,
+//! the merge driver, healing hooks, `kdd resolve`, `kdd verify`, `kdd merge-index`.
+
+use crate::util::{text, Repo};
+
+fn spec(id: &str, kind: &str, a: &str, b: &str, links: &[&str]) -> String {
+    let mut s = format!(
+        "---\nid: {id}\nkind: {kind}\ntitle: {id} title\nstatus: draft\n---\n\n# {id}\n\n## Descripción\n\n{a}\n\n\
+         line 1\nline 2\nline 3\nline 4\nline 5\n\n## Atributos\n\n{b}\n\n## Relaciones\n\n"
+    );
+    for l in links {
+        s.push_str(&format!("- [[{l}]]\n"));
+    }
+    s
+}
+
+fn entity(id: &str, a: &str) -> String {
+    spec(id, "entity", a, "b0", &[])
+}
+
+/// A repo with kdd installed (driver, attributes, hooks) and an initial commit.
+fn installed() -> Repo {
+    let r = Repo::new();
+    let o = r.kdd(&["install"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    r.write("README.md", "demo\n");
+    r.write(
+        "specs/01-domain/entities/Pedido.md",
+        &spec("Pedido", "entity", "a0", "b0", &["Usuario"]),
+    );
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "a0"),
+    );
+    r.git(&["add", "."]);
+    r.git(&["commit", "-q", "-m", "init"]);
+    r
+}
+
+fn verify(r: &Repo, rev: &str) {
+    let o = r.kdd(&["verify", "--ref", rev]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "verify {rev} failed:\n{out}\n{err}");
+}
+
+fn changed_in(r: &Repo, rev: &str) -> Vec<String> {
+    let out = r.git(&["show", "--name-only", "--format=", rev]);
+    out.lines()
+        .map(str::to_string)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+fn node_hash(r: &Repo, rev: &str, rel: &str) -> String {
+    let s = r.git(&["show", &format!("{rev}:.kdd-index/{rel}")]);
+    let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+    v["source_hash"].as_str().unwrap().to_string()
+}
+
+fn blake(r: &Repo, rev_path: &str) -> String {
+    let o = r.git_out(&["show", rev_path]);
+    blake3::hash(&o.stdout).to_hex().to_string()
+}
+
+#[test]
+fn gitattributes_example_matches_command() {
+    let r = Repo::new();
+    let o = r.kdd(&["gitattributes"]);
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/.gitattributes.example"
+    ))
+    .unwrap();
+    assert_eq!(text(&o).0, example);
+}
+
+#[test]
+fn install_is_idempotent_and_chains_existing_hook() {
+    let r = Repo::new();
+    let hooks = r.dir.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(
+        hooks.join("pre-commit"),
+        "#!/bin/sh\necho ran > \"$(git rev-parse --show-toplevel)/.prev-ran\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        hooks.join("pre-commit"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    assert!(r.kdd(&["install"]).status.success());
+    assert!(r.kdd(&["install"]).status.success());
+    let attrs = r.read(".gitattributes");
+    assert_eq!(attrs.matches(".kdd-index/** merge=kdd").count(), 1);
+    assert!(r
+        .git(&["config", "merge.kdd.driver"])
+        .contains("%O %A %B %P"));
+    assert!(hooks.join("pre-commit.pre-kdd").exists());
+    r.write("specs/a.md", &entity("A", "x"));
+    r.git(&["add", "."]);
+    r.git(&["commit", "-q", "-m", "c"]);
+    assert!(r.exists(".prev-ran"), "the previous hook was not chained");
+    assert!(changed_in(&r, "HEAD").contains(&".kdd-index/nodes/entity/A.json".to_string()));
+}
+
+#[test]
+fn scn_incremental_index_001_only_changed_spec_artifacts_in_commit() {
+    let r = installed();
+    verify(&r, "HEAD");
+    assert!(changed_in(&r, "HEAD").contains(&".kdd-index/nodes/entity/Pedido.json".to_string()));
+    r.write(
+        "specs/01-domain/entities/Pedido.md",
+        &spec("Pedido", "entity", "a1", "b0", &["Usuario"]),
+    );
+    r.git(&["add", "specs"]);
+    r.git(&["commit", "-q", "-m", "edit Pedido"]);
+    assert_eq!(
+        changed_in(&r, "HEAD"),
+        vec![
+            ".kdd-index/nodes/entity/Pedido.json",
+            "specs/01-domain/entities/Pedido.md"
+        ]
+    );
+    verify(&r, "HEAD");
+    assert_eq!(r.git(&["status", "--porcelain"]), "");
+}
+
+#[test]
+fn scn_incremental_index_004_commit_without_specs_touches_nothing() {
+    let r = installed();
+    r.write("src.txt", "code\n");
+    r.git(&["add", "src.txt"]);
+    r.git(&["commit", "-q", "-m", "code only"]);
+    assert_eq!(changed_in(&r, "HEAD"), vec!["src.txt"]);
+}
+
+#[test]
+fn scn_incremental_index_003_delete_and_rename() {
+    let r = installed();
+    r.git(&[
+        "mv",
+        "specs/01-domain/entities/Usuario.md",
+        "specs/01-domain/Usuario.md",
+    ]);
+    r.git(&["commit", "-q", "-m", "move"]);
+    let s = r.git(&["show", "HEAD:.kdd-index/nodes/entity/Usuario.json"]);
+    assert!(s.contains("specs/01-domain/Usuario.md"), "{s}");
+    verify(&r, "HEAD");
+    r.git(&["rm", "-q", "specs/01-domain/Usuario.md"]);
+    r.git(&["commit", "-q", "-m", "delete"]);
+    let names = changed_in(&r, "HEAD");
+    assert!(
+        names.contains(&".kdd-index/nodes/entity/Usuario.json".to_string()),
+        "{names:?}"
+    );
+    assert!(!r.exists(".kdd-index/nodes/entity/Usuario.json"));
+    verify(&r, "HEAD");
+}
+
+#[test]
+fn partial_staging_indexes_exactly_the_staged_blob() {
+    let r = installed();
+    let path = "specs/01-domain/entities/Pedido.md";
+    r.write(
+        path,
+        &spec("Pedido", "entity", "STAGED", "UNSTAGED", &["Usuario"]),
+    );
+    // Stage only the first hunk, like `git add -p`.
+    let diff = r.git(&["diff", "-U0", path]);
+    let first_hunk_end = diff[diff.find("@@").unwrap() + 2..]
+        .find("\n@@")
+        .map(|i| i + diff.find("@@").unwrap() + 3);
+    let patch = match first_hunk_end {
+        Some(end) => format!("{}\n", &diff[..end - 1]),
+        None => diff.clone(),
+    };
+    let mut c = crate::util::command("git", &r.dir);
+    c.args(["apply", "--cached", "--unidiff-zero", "-"])
+        .stdin(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(patch.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    r.git(&["commit", "-q", "-m", "partial"]);
+    let committed = r.git(&["show", &format!("HEAD:{path}")]);
+    assert!(committed.contains("STAGED") && !committed.contains("UNSTAGED"));
+    assert_eq!(
+        node_hash(&r, "HEAD", "nodes/entity/Pedido.json"),
+        blake(&r, &format!("HEAD:{path}"))
+    );
+    assert!(r.read(path).contains("UNSTAGED"), "unstaged edit lost");
+    assert_eq!(r.git(&["diff", "--name-only"]).trim(), path);
+    verify(&r, "HEAD");
+}
+
+#[test]
+fn commit_all_uses_the_locked_index() {
+    let r = installed();
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "changed"),
+    );
+    r.git(&["commit", "-q", "-a", "-m", "all"]);
+    assert!(changed_in(&r, "HEAD").contains(&".kdd-index/nodes/entity/Usuario.json".to_string()));
+    verify(&r, "HEAD");
+    assert_eq!(r.git(&["status", "--porcelain"]), "");
+}
+
+#[test]
+fn commit_only_pathspec_keeps_other_staged_changes() {
+    let r = installed();
+    r.write("other.txt", "staged but not committed\n");
+    r.git(&["add", "other.txt"]);
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "only"),
+    );
+    r.git(&[
+        "commit",
+        "-q",
+        "-m",
+        "only",
+        "--only",
+        "specs/01-domain/entities/Usuario.md",
+    ]);
+    let names = changed_in(&r, "HEAD");
+    assert!(
+        names.contains(&".kdd-index/nodes/entity/Usuario.json".to_string()),
+        "{names:?}"
+    );
+    assert!(!names.contains(&"other.txt".to_string()));
+    verify(&r, "HEAD");
+    assert_eq!(r.git(&["status", "--porcelain"]), "A  other.txt\n");
+}
+
+#[test]
+fn amend_reindexes() {
+    let r = installed();
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "amended"),
+    );
+    r.git(&["commit", "-q", "-a", "--amend", "--no-edit"]);
+    verify(&r, "HEAD");
+}
+
+#[test]
+fn kdd_hook_0_disables_and_next_commit_heals() {
+    let r = installed();
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "skipped"),
+    );
+    let o = crate::util::command("git", &r.dir)
+        .env("KDD_HOOK", "0")
+        .args(["commit", "-q", "-a", "-m", "skip"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(
+        !r.kdd(&["verify"]).status.success(),
+        "verify must flag the stale index"
+    );
+    r.write("x.txt", "x");
+    r.git(&["add", "x.txt"]);
+    r.git(&["commit", "-q", "-m", "next"]);
+    verify(&r, "HEAD");
+}
+
+#[test]
+fn unparseable_spec_is_reported_and_commit_allowed() {
+    let r = installed();
+    r.write(
+        "specs/01-domain/entities/Bad.md",
+        "---\nid: Bad\nkind: entity\nthis is not yaml\n---\n# Bad\n",
+    );
+    r.git(&["add", "."]);
+    let o = r.git_out(&["commit", "-m", "bad"]);
+    let (_, err) = text(&o);
+    assert!(o.status.success());
+    assert!(err.contains("specs/01-domain/entities/Bad.md:4"), "{err}");
+}
+
+#[test]
+fn configurable_specs_root() {
+    let r = Repo::new();
+    r.git(&["config", "kdd.specs", "docs/kdd"]);
+    assert!(r.kdd(&["install"]).status.success());
+    r.write("docs/kdd/e/Pedido.md", &entity("Pedido", "x"));
+    r.write("specs/ignored.md", &entity("Ignored", "x"));
+    r.git(&["add", "."]);
+    r.git(&["commit", "-q", "-m", "c"]);
+    let names = changed_in(&r, "HEAD");
+    assert!(names.contains(&".kdd-index/nodes/entity/Pedido.json".to_string()));
+    assert!(!names.iter().any(|n| n.contains("Ignored")));
+    verify(&r, "HEAD");
+}
+
+#[test]
+fn linked_worktree_commits_index() {
+    let r = installed();
+    let wt = r.tmp.path().join("wt");
+    r.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "feature",
+        wt.to_str().unwrap(),
+    ]);
+    let w = r.at(wt);
+    w.write(
+        "specs/01-domain/entities/Cliente.md",
+        &entity("Cliente", "x"),
+    );
+    w.git(&["add", "specs"]);
+    w.git(&["commit", "-q", "-m", "in worktree"]);
+    assert!(changed_in(&w, "HEAD").contains(&".kdd-index/nodes/entity/Cliente.json".to_string()));
+    verify(&w, "HEAD");
+}
+
+#[test]
+fn scn_offline_first_001_l1_without_model() {
+    let r = installed();
+    let m: serde_json::Value =
+        serde_json::from_str(&r.git(&["show", "HEAD:.kdd-index/manifest.json"])).unwrap();
+    assert_eq!(m["index_level"], "L1");
+    assert!(!r.exists(".kdd-index/embeddings"));
+    assert!(r.exists(".kdd-index/nodes/entity/Pedido.json"));
+    assert!(r
+        .read(".kdd-index/edges/entity/Pedido.jsonl")
+        .contains("Usuario"));
+}
+
+fn merge_ok(r: &Repo, branch: &str) {
+    let o = r.git_out(&["merge", "--no-edit", "-q", branch]);
+    assert!(o.status.success(), "merge {branch}: {:?}", text(&o));
+}
+
+#[test]
+fn scn_merge_index_001_two_branches_union_without_duplicates() {
+    let r = installed();
+    r.git(&["config", "kdd.healCommit", "true"]);
+    r.git(&["checkout", "-q", "-b", "dev-a"]);
+    r.write("specs/01-domain/entities/Reto.md", &entity("Reto", "a"));
+    r.write(
+        "specs/01-domain/rules/BR-DOCUMENT-001.md",
+        &spec("BR-DOCUMENT-001", "business-rule", "a", "b", &["Reto"]),
+    );
+    r.git(&["add", "specs"]);
+    r.git(&["commit", "-q", "-m", "a"]);
+    r.git(&["checkout", "-q", "main"]);
+    r.git(&["checkout", "-q", "-b", "dev-b"]);
+    r.write(
+        "specs/02-behavior/CMD-001.md",
+        &spec("CMD-001", "command", "a", "b", &["Pedido"]),
+    );
+    r.write(
+        "specs/01-domain/entities/Cliente.md",
+        &entity("Cliente", "b"),
+    );
+    r.git(&["add", "specs"]);
+    r.git(&["commit", "-q", "-m", "b"]);
+    merge_ok(&r, "dev-a");
+    verify(&r, "HEAD");
+    let nodes = r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index/nodes"]);
+    assert_eq!(nodes.lines().count(), 6, "{nodes}");
+}
+
+#[test]
+fn both_sides_edit_same_spec_driver_then_heal() {
+    let r = installed();
+    r.git(&["config", "kdd.healCommit", "true"]);
+    let p = "specs/01-domain/entities/Pedido.md";
+    r.git(&["checkout", "-q", "-b", "other"]);
+    r.write(
+        p,
+        &spec(
+            "Pedido",
+            "entity",
+            "a-theirs",
+            "b0",
+            &["Usuario", "Cliente"],
+        ),
+    );
+    r.git(&["commit", "-q", "-a", "-m", "theirs"]);
+    r.git(&["checkout", "-q", "main"]);
+    r.write(p, &spec("Pedido", "entity", "a0", "b-ours", &["Usuario"]));
+    r.git(&["commit", "-q", "-a", "-m", "ours"]);
+    merge_ok(&r, "other");
+    verify(&r, "HEAD");
+    assert_eq!(r.git(&["status", "--porcelain"]), "");
+    let merged = r.read(p);
+    assert!(merged.contains("a-theirs") && merged.contains("b-ours"));
+    assert!(!r
+        .read(".kdd-index/nodes/entity/Pedido.json")
+        .contains("<<<<<<<"));
+}
+
+#[test]
+fn rebase_cherry_pick_revert_stay_consistent() {
+    let r = installed();
+    r.git(&["config", "kdd.healCommit", "true"]);
+    let p = "specs/01-domain/entities/Pedido.md";
+    r.git(&["checkout", "-q", "-b", "topic"]);
+    r.write(p, &spec("Pedido", "entity", "topic-a", "b0", &["Usuario"]));
+    r.git(&["commit", "-q", "-a", "-m", "topic edit"]);
+    r.write("specs/01-domain/entities/Nuevo.md", &entity("Nuevo", "x"));
+    r.git(&["add", "specs"]);
+    r.git(&["commit", "-q", "-m", "topic add"]);
+    r.git(&["checkout", "-q", "main"]);
+    r.write(p, &spec("Pedido", "entity", "a0", "main-b", &["Usuario"]));
+    r.git(&["commit", "-q", "-a", "-m", "main edit"]);
+    // Rebase: the driver sees main as "ours" and the topic commit as "theirs".
+    r.git(&["checkout", "-q", "topic"]);
+    let o = r.git_out(&["rebase", "-q", "main"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    verify(&r, "HEAD");
+    assert_eq!(r.git(&["status", "--porcelain"]), "");
+    // Cherry-pick a spec edit onto main.
+    r.git(&["checkout", "-q", "main"]);
+    r.git(&["checkout", "-q", "-b", "pick"]);
+    r.write(
+        p,
+        &spec("Pedido", "entity", "a0", "main-b", &["Usuario", "Nuevo"]),
+    );
+    r.git(&["commit", "-q", "-a", "-m", "link"]);
+    let pick = r.git(&["rev-parse", "HEAD"]).trim().to_string();
+    r.git(&["checkout", "-q", "topic"]);
+    let o = r.git_out(&["cherry-pick", &pick]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    verify(&r, "HEAD");
+    let o = r.git_out(&["revert", "--no-edit", "HEAD"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    verify(&r, "HEAD");
+    assert_eq!(r.git(&["status", "--porcelain"]), "");
+}
+
+#[test]
+fn fresh_clone_without_driver_then_resolve() {
+    let r = installed();
+    let clone_dir = r.tmp.path().join("clone");
+    r.git(&[
+        "clone",
+        "-q",
+        r.dir.to_str().unwrap(),
+        clone_dir.to_str().unwrap(),
+    ]);
+    let c = r.at(clone_dir);
+    c.git(&["config", "user.name", "kdd test"]);
+    c.git(&["config", "user.email", "test@kdd.invalid"]);
+    // No driver, no hooks in the clone: index edits are done by hand with `kdd resolve`.
+    let p = "specs/01-domain/entities/Pedido.md";
+    c.git(&["checkout", "-q", "-b", "x"]);
+    c.write(p, &spec("Pedido", "entity", "X", "b0", &["Usuario"]));
+    c.git(&["add", p]);
+    assert!(c.kdd(&["resolve"]).status.success());
+    c.git(&["commit", "-q", "-m", "x"]);
+    c.git(&["checkout", "-q", "main"]);
+    c.write(p, &spec("Pedido", "entity", "Y", "b0", &["Usuario"]));
+    c.git(&["add", p]);
+    assert!(c.kdd(&["resolve"]).status.success());
+    c.git(&["commit", "-q", "-m", "y"]);
+    let o = c.git_out(&["merge", "-q", "x"]);
+    assert!(!o.status.success(), "expected a conflict");
+    c.git(&["checkout", "--theirs", "--", p]);
+    c.git(&["add", p]);
+    let o = c.kdd(&["resolve"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    c.git(&["commit", "-q", "--no-edit"]);
+    verify(&c, "HEAD");
+    assert!(kdd_markers(&c).is_empty());
+}
+
+fn kdd_markers(r: &Repo) -> Vec<String> {
+    kdd::hook::conflict_marker_files(&r.dir.join(".kdd-index"))
+}
+
+#[test]
+fn merge_driver_incompatible_models_is_a_real_conflict() {
+    let r = Repo::new();
+    let m = |model: &str| {
+        format!("{{\n  \"format_version\": 1,\n  \"kdd_version\": \"2.0\",\n  \"structure\": \"single-domain\",\n  \"specs_root\": \"specs\",\n  \"domains\": [],\n  \"index_level\": \"L2\",\n  \"embedding\": {{\"model\": \"{model}\", \"dimensions\": 384, \"quantization\": \"int8\"}}\n}}\n")
+    };
+    r.write("o", &m("nomic-embed-text-v1.5"));
+    r.write("a", &m("nomic-embed-text-v1.5"));
+    r.write("b", &m("bge-small-en-v1.5"));
+    let o = crate::util::command(
+        std::path::PathBuf::from(env!("CARGO_BIN_EXE_kdd-merge-driver")),
+        &r.dir,
+    )
+    .args(["o", "a", "b", ".kdd-index/manifest.json"])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o)
+        .1
+        .contains("Incompatible embedding models, cannot merge"));
+    assert_eq!(r.read("a"), m("nomic-embed-text-v1.5"));
+    // Unreadable node: git's text merge and a non-zero exit.
+    r.write("a", "garbage\n");
+    r.write("b", "other\n");
+    let o = r.kdd(&[
+        "merge-driver",
+        "o",
+        "a",
+        "b",
+        ".kdd-index/nodes/entity/X.json",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+// ---------- merge-index (ref level, CMD-004) ----------
+
+fn commit_at(r: &Repo, msg: &str, time: &str) {
+    let o = crate::util::command("git", &r.dir)
+        .env("GIT_COMMITTER_DATE", time)
+        .env("GIT_AUTHOR_DATE", time)
+        .args(["commit", "-q", "-m", msg])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+}
+
+fn merge_index_json(r: &Repo, refs: &[&str]) -> (bool, serde_json::Value) {
+    let mut args = vec!["--json", "merge-index", "--dry-run"];
+    args.extend(refs);
+    let o = r.kdd(&args);
+    let (out, _) = text(&o);
+    (
+        o.status.success(),
+        serde_json::from_str(&out).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+#[test]
+fn scn_merge_index_001_002_003_lww_and_delete_wins() {
+    let r = installed();
+    // 001: no conflicts.
+    r.git(&["checkout", "-q", "-b", "dev-a"]);
+    r.write(
+        "specs/01-domain/rules/BR-DOCUMENT-001.md",
+        &spec("BR-DOCUMENT-001", "business-rule", "a", "b", &[]),
+    );
+    r.git(&["add", "specs"]);
+    commit_at(&r, "a", "2026-01-01T10:00:00Z");
+    r.git(&["checkout", "-q", "-b", "dev-b", "main"]);
+    r.write(
+        "specs/02-behavior/CMD-001.md",
+        &spec("CMD-001", "command", "a", "b", &[]),
+    );
+    r.git(&["add", "specs"]);
+    commit_at(&r, "b", "2026-01-01T10:05:00Z");
+    let (ok, v) = merge_index_json(&r, &["dev-a", "dev-b"]);
+    assert!(ok);
+    assert_eq!(v["nodes"], 4);
+    assert_eq!(v["conflicts_resolved"].as_array().unwrap().len(), 0);
+    // 002: both change Pedido; dev-b's change is later → dev-b wins.
+    let p = "specs/01-domain/entities/Pedido.md";
+    r.git(&["checkout", "-q", "dev-a"]);
+    r.write(p, &spec("Pedido", "entity", "abc123", "b0", &["Usuario"]));
+    commit_at_all(&r, "a edits", "2026-01-01T10:00:00Z");
+    r.git(&["checkout", "-q", "dev-b"]);
+    r.write(p, &spec("Pedido", "entity", "xyz999", "b0", &["Usuario"]));
+    commit_at_all(&r, "b edits", "2026-01-01T10:15:00Z");
+    let (ok, v) = merge_index_json(&r, &["dev-a", "dev-b"]);
+    assert!(ok);
+    let c = v["conflicts_resolved"].as_array().unwrap();
+    assert_eq!(c.len(), 1, "{v}");
+    assert_eq!(c[0]["node"], "Entity:Pedido");
+    assert_eq!(c[0]["winner"], "dev-b");
+    // Order of refs does not matter.
+    let (_, v2) = merge_index_json(&r, &["dev-b", "dev-a"]);
+    assert_eq!(v2["conflicts_resolved"][0]["winner"], "dev-b");
+    // Write it and check the winner's hash.
+    let o = r.kdd(&[
+        "merge-index",
+        "dev-a",
+        "dev-b",
+        "--output",
+        r.tmp.path().join("out").to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    let n = std::fs::read_to_string(r.tmp.path().join("out/nodes/entity/Pedido.json")).unwrap();
+    assert!(n.contains(&blake(&r, &format!("dev-b:{p}"))));
+    // 003: dev-a deletes Usuario, dev-b keeps it → deleted, edges cascade.
+    r.git(&["checkout", "-q", "dev-a"]);
+    r.git(&["rm", "-q", "specs/01-domain/entities/Usuario.md"]);
+    commit_at(&r, "a deletes", "2026-01-01T11:00:00Z");
+    let (ok, v) = merge_index_json(&r, &["dev-a", "dev-b"]);
+    assert!(ok);
+    assert!(
+        v["deleted"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d == "Entity:Usuario"),
+        "{v}"
+    );
+    let out = r.tmp.path().join("out2");
+    assert!(r
+        .kdd(&["merge-index", "dev-a", "dev-b", "-o", out.to_str().unwrap()])
+        .status
+        .success());
+    assert!(!out.join("nodes/entity/Usuario.json").exists());
+    assert!(!out.join("edges/entity/Usuario.jsonl").exists());
+}
+
+fn commit_at_all(r: &Repo, msg: &str, time: &str) {
+    r.git(&["add", "-A", "specs"]);
+    commit_at(r, msg, time);
+}
+
+#[test]
+fn scn_merge_index_004_incompatible_models_rejected() {
+    let r = installed();
+    let m = |model: &str| {
+        format!("{{\n  \"format_version\": 1,\n  \"kdd_version\": \"2.0\",\n  \"structure\": \"single-domain\",\n  \"specs_root\": \"specs\",\n  \"domains\": [],\n  \"index_level\": \"L2\",\n  \"embedding\": {{\"model\": \"{model}\", \"dimensions\": 384, \"quantization\": \"int8\"}}\n}}\n")
+    };
+    let commit_manifest = |branch: &str, model: &str| {
+        r.git(&["checkout", "-q", "-b", branch, "main"]);
+        r.write(".kdd-index/manifest.json", &m(model));
+        r.git(&["add", ".kdd-index/manifest.json"]);
+        let o = crate::util::command("git", &r.dir)
+            .env("KDD_HOOK", "0")
+            .args(["commit", "-q", "-m", model])
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+    };
+    commit_manifest("dev-a", "nomic-embed-text-v1.5");
+    commit_manifest("dev-b", "bge-small-en-v1.5");
+    let o = r.kdd(&["merge-index", "dev-a", "dev-b", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).1.contains("Incompatible embedding models"),
+        "{:?}",
+        text(&o)
+    );
+    // The merge driver refuses too (real conflict, no markers in the JSON).
+    r.git(&["checkout", "-q", "dev-a"]);
+    let o = r.git_out(&["merge", "-q", "dev-b"]);
+    assert!(!o.status.success());
+    assert!(!r.read(".kdd-index/manifest.json").contains("<<<<<<<"));
+    let _ = r.git_out(&["merge", "--abort"]);
+}
+
+#[test]
+fn scn_multi_domain_003_merge_keeps_all_domains() {
+    let r = Repo::new();
+    assert!(r.kdd(&["install"]).status.success());
+    r.git(&["config", "kdd.healCommit", "true"]);
+    r.write(
+        "specs/domains/core/entities/Pedido.md",
+        &entity("Pedido", "x"),
+    );
+    r.git(&["add", "."]);
+    r.git(&["commit", "-q", "-m", "core"]);
+    r.git(&["checkout", "-q", "-b", "dev-a"]);
+    r.write(
+        "specs/domains/auth/entities/Token.md",
+        &spec("Token", "entity", "a", "b", &["core::Pedido"]),
+    );
+    r.git(&["add", "specs"]);
+    commit_at(&r, "auth", "2026-01-01T10:00:00Z");
+    r.git(&["checkout", "-q", "-b", "dev-b", "main"]);
+    r.write(
+        "specs/domains/sessions/entities/Sesion.md",
+        &spec("Sesion", "entity", "a", "b", &["auth::Token"]),
+    );
+    r.git(&["add", "specs"]);
+    commit_at(&r, "sessions", "2026-01-01T10:01:00Z");
+    let (ok, v) = merge_index_json(&r, &["dev-a", "dev-b"]);
+    assert!(ok, "{v}");
+    assert_eq!(v["nodes"], 3);
+    // git merge with the driver: manifest domains are unioned, cross-domain edges kept.
+    merge_ok(&r, "dev-a");
+    verify(&r, "HEAD");
+    let m: serde_json::Value = serde_json::from_str(&r.read(".kdd-index/manifest.json")).unwrap();
+    assert_eq!(
+        m["domains"],
+        serde_json::json!(["auth", "core", "sessions"])
+    );
+    assert!(r
+        .read(".kdd-index/edges/entity/auth/Token.jsonl")
+        .contains("\"domain\":\"core\""));
+    assert!(r
+        .read(".kdd-index/edges/entity/sessions/Sesion.jsonl")
+        .contains("\"domain\":\"auth\""));
+}
+
+// ---------- randomized merges ----------
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn spec_files(r: &Repo) -> Vec<String> {
+    r.git(&["ls-files", "specs"])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn random_ops(r: &Repo, rng: &mut Rng, branch: usize, ops: usize) {
+    for op in 0..ops {
+        let files = spec_files(r);
+        match rng.below(6) {
+            0 => {
+                let id = if rng.below(3) == 0 {
+                    format!("Shared{}", rng.below(2))
+                } else {
+                    format!("N{branch}x{op}")
+                };
+                let p = format!("specs/01-domain/entities/{id}.md");
+                if !files.contains(&p) {
+                    r.write(
+                        &p,
+                        &spec(
+                            &id,
+                            "entity",
+                            &format!("v{}", rng.next() % 100),
+                            "b0",
+                            &["Pedido"],
+                        ),
+                    );
+                }
+            }
+            1 | 2 if !files.is_empty() => {
+                let p = &files[rng.below(files.len())];
+                let text = r.read(p);
+                let id = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("id: "))
+                    .unwrap_or("X")
+                    .to_string();
+                let links: Vec<String> = (0..rng.below(3))
+                    .map(|_| format!("L{}", rng.below(5)))
+                    .collect();
+                let links: Vec<&str> = links.iter().map(String::as_str).collect();
+                let a = if rng.below(2) == 0 {
+                    format!("a{}", rng.next() % 1000)
+                } else {
+                    "a0".into()
+                };
+                let b = if rng.below(2) == 0 {
+                    format!("b{}", rng.next() % 1000)
+                } else {
+                    "b0".into()
+                };
+                r.write(p, &spec(&id, "entity", &a, &b, &links));
+            }
+            3 if files.len() > 2 => {
+                let p = files[rng.below(files.len())].clone();
+                let name = p.rsplit('/').next().unwrap();
+                let dir =
+                    ["specs/01-domain", "specs/01-domain/entities", "specs/moved"][rng.below(3)];
+                let to = format!("{dir}/{name}");
+                if to != p {
+                    std::fs::create_dir_all(r.dir.join(dir)).unwrap();
+                    r.git(&["mv", &p, &to]);
+                }
+            }
+            4 if files.len() > 2 => {
+                let p = files[rng.below(files.len())].clone();
+                r.git(&["rm", "-q", &p]);
+            }
+            _ => {
+                r.write(&format!("notes/{branch}-{op}.txt"), "n\n");
+            }
+        }
+        r.git(&["add", "-A", "--", "specs", "notes"]);
+        let o = r.git_out(&["commit", "-q", "-m", &format!("b{branch} op{op}")]);
+        let (out, err) = text(&o);
+        assert!(
+            o.status.success() || out.contains("nothing to commit"),
+            "{out}{err}"
+        );
+    }
+}
+
+/// Resolve spec conflicts like a user would (ours or theirs, keep or delete), then `kdd resolve`.
+fn resolve_specs(r: &Repo, rng: &mut Rng) {
+    let unmerged = r.git(&["diff", "--name-only", "--diff-filter=U"]);
+    for p in unmerged.lines().filter(|p| p.starts_with("specs/")) {
+        let side = if rng.below(2) == 0 {
+            "--ours"
+        } else {
+            "--theirs"
+        };
+        let ok = r.git_out(&["checkout", side, "--", p]).status.success();
+        if (ok && r.exists(p)) || (r.exists(p) && !r.read(p).contains("<<<<<<<")) {
+            r.git(&["add", p]);
+        } else {
+            r.git(&["rm", "-q", "--cached", "--ignore-unmatch", p]);
+            let _ = std::fs::remove_file(r.dir.join(p));
+            let _ = r.git_out(&["rm", "-q", "--cached", p]);
+        }
+    }
+    // Renames on both sides may leave one id in two files: keep the first.
+    let mut seen = std::collections::BTreeSet::new();
+    for p in spec_files(r) {
+        let id = r
+            .read(&p)
+            .lines()
+            .find_map(|l| l.strip_prefix("id: ").map(str::to_string))
+            .unwrap_or_default();
+        if !seen.insert(id) {
+            r.git(&["rm", "-q", "-f", &p]);
+        }
+    }
+}
+
+fn check_consistent(r: &Repo, ctx: &str) {
+    let markers = kdd_markers(r);
+    assert!(markers.is_empty(), "{ctx}: conflict markers in {markers:?}");
+    let o = r.kdd(&["verify", "--ref", "HEAD"]);
+    assert!(
+        o.status.success(),
+        "{ctx}: index differs from a fresh index:\n{:?}",
+        text(&o)
+    );
+    for p in spec_files(r) {
+        let id = r
+            .read(&p)
+            .lines()
+            .find_map(|l| l.strip_prefix("id: ").map(str::to_string))
+            .unwrap();
+        assert!(
+            r.exists(&format!(".kdd-index/nodes/entity/{id}.json")),
+            "{ctx}: lost node for {p}"
+        );
+    }
+    assert_eq!(
+        r.git(&["status", "--porcelain", "--untracked-files=no"]),
+        "",
+        "{ctx}: leftovers"
+    );
+}
+
+#[test]
+fn randomized_merges_keep_index_equal_to_fresh_index() {
+    let seeds: u64 = std::env::var("KDD_RANDOM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8);
+    let mut merges = 0;
+    for seed in 1..=seeds {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed.wrapping_mul(0x1000_0001));
+        let r = Repo::new();
+        assert!(r.kdd(&["install"]).status.success());
+        r.git(&["config", "kdd.healCommit", "true"]);
+        for i in 0..6 {
+            let id = if i == 0 {
+                "Pedido".to_string()
+            } else {
+                format!("S{i}")
+            };
+            r.write(
+                &format!("specs/01-domain/entities/{id}.md"),
+                &spec(&id, "entity", "a0", "b0", &["Pedido"]),
+            );
+        }
+        r.write("notes/keep.txt", "keep\n");
+        r.git(&["add", "."]);
+        r.git(&["commit", "-q", "-m", "base"]);
+        let branches = 3;
+        for b in 0..branches {
+            r.git(&["checkout", "-q", "-b", &format!("b{b}"), "main"]);
+            random_ops(&r, &mut rng, b, 3);
+        }
+        r.git(&["checkout", "-q", "main"]);
+        let mut order: Vec<usize> = (0..branches).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i + 1));
+        }
+        for b in order {
+            let ctx = format!("seed {seed} merge b{b}");
+            let o = r.git_out(&["merge", "--no-edit", "-q", &format!("b{b}")]);
+            if !o.status.success() {
+                resolve_specs(&r, &mut rng);
+                let o = r.kdd(&["resolve"]);
+                assert!(o.status.success(), "{ctx}: resolve {:?}", text(&o));
+                let o = r.git_out(&["commit", "-q", "--no-edit"]);
+                assert!(o.status.success(), "{ctx}: commit {:?}", text(&o));
+            }
+            check_consistent(&r, &ctx);
+            merges += 1;
+        }
+    }
+    eprintln!("randomized merge scenarios: {merges} merges over {seeds} seeds");
+}
