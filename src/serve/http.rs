@@ -159,7 +159,10 @@ fn host_is_loopback(h: &str) -> bool {
     } else {
         h.rsplit_once(':').map(|(a, _)| a).unwrap_or(h)
     };
-    matches!(host, "localhost" | "127.0.0.1" | "::1") || host.starts_with("127.")
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn ct_eq(a: &[u8], b: &[u8]) -> bool {

@@ -335,7 +335,7 @@ impl Engine {
 
     /// Freshness of a state, for answers. `full`: include every stale path (else at most 20).
     pub fn freshness(&self, loaded: &Loaded, reloaded: bool, full: bool) -> Freshness {
-        let scan = self.stale_scan(loaded, self.check_interval.max(Duration::from_millis(200)));
+        let scan = self.stale_scan(loaded, self.check_interval);
         let cap = if full { usize::MAX } else { 20 };
         let mut stale = scan.stale_specs.clone();
         stale.extend(loaded.rederived.iter().cloned());
