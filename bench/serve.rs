@@ -60,7 +60,7 @@ fn spec(kind: &str, id: &str, title: &str, body: &str) -> String {
 fn write_corpus(root: &Path, n: usize) {
     let ents = (n / 5).max(1);
     for i in 0..n {
-        let e = i % ents;
+        let e = i / 5;
         let (dir, kind, id, title, body) = match i % 5 {
             0 => (
                 "01-domain/entities",
