@@ -393,7 +393,7 @@ pub fn call(engine: &Engine, name: &str, mut args: Map<String, Value>) -> Result
             let b = budget(take_i64(&mut args, "max_tokens")?)?;
             let p: ReadParams = api::decode_value(Value::Object(args))?;
             page(
-                read(engine, cache, &p)?,
+                read(engine, &loaded, &p)?,
                 &["sections"],
                 offset,
                 b,
@@ -411,7 +411,7 @@ pub fn call(engine: &Engine, name: &str, mut args: Map<String, Value>) -> Result
                 ));
             }
             let p: ListParams = api::decode_value(Value::Object(args))?;
-            page(list(cache, &p)?, &["nodes"], offset, b, size as usize)
+            page(list(&loaded, &p)?, &["nodes"], offset, b, size as usize)
         }
         "kdd_status" => {
             if !args.is_empty() {
@@ -465,8 +465,8 @@ fn fold(s: &str) -> String {
         .join(" ")
 }
 
-fn read(engine: &Engine, cache: &crate::cache::Cache, p: &ReadParams) -> Result<Value, ApiError> {
-    let snap = cache.snapshot()?;
+fn read(engine: &Engine, loaded: &super::Loaded, p: &ReadParams) -> Result<Value, ApiError> {
+    let snap = loaded.cache.snapshot()?;
     let rec = match (&p.node, &p.path) {
         (Some(n), None) if !n.trim().is_empty() => {
             let (id, _) = crate::query::resolve_node(&snap, n)?;
@@ -483,11 +483,12 @@ fn read(engine: &Engine, cache: &crate::cache::Cache, p: &ReadParams) -> Result<
                 .strip_prefix(&root)
                 .map(|r| r.to_string_lossy().replace('\\', "/"))
                 .unwrap_or_default();
-            match snap
-                .all_nodes()?
-                .into_iter()
-                .find(|r| r.node.source_file == rel)
-            {
+            let id = loaded
+                .briefs
+                .iter()
+                .find(|n| n.source_file == rel)
+                .map(|n| n.id.clone());
+            match id.and_then(|id| snap.node(&id).ok().flatten()) {
                 Some(r) => r,
                 None => {
                     let md = std::fs::metadata(&real).map_err(|_| ApiError::unavailable())?;
@@ -606,27 +607,24 @@ pub struct ListParams {
     pub domain: Option<String>,
 }
 
-fn list(cache: &crate::cache::Cache, p: &ListParams) -> Result<Value, ApiError> {
+fn list(loaded: &super::Loaded, p: &ListParams) -> Result<Value, ApiError> {
     let kinds = api::parse_kinds(&p.kinds)?;
     let layers = api::parse_layers(&p.layers)?;
-    let snap = cache.snapshot()?;
-    let mut nodes: Vec<Value> = snap
-        .all_nodes()?
-        .into_iter()
-        .filter(|r| kinds.is_empty() || kinds.contains(&r.node.kind))
-        .filter(|r| layers.is_empty() || layers.contains(&r.node.layer))
-        .filter(|r| {
+    let nodes: Vec<Value> = loaded
+        .briefs
+        .iter()
+        .filter(|n| kinds.is_empty() || kinds.contains(&n.kind))
+        .filter(|n| layers.is_empty() || layers.contains(&n.layer))
+        .filter(|n| {
             p.domain
                 .as_deref()
-                .is_none_or(|d| r.node.domain.as_deref() == Some(d))
+                .is_none_or(|d| n.domain.as_deref() == Some(d))
         })
-        .map(|r| {
-            json!({"id": r.node.id, "kind": r.node.kind, "title": r.node.title,
-                   "layer": r.node.layer, "source_file": r.node.source_file,
-                   "domain": r.node.domain})
+        .map(|n| {
+            json!({"id": n.id, "kind": n.kind, "title": n.title, "layer": n.layer,
+                   "source_file": n.source_file, "domain": n.domain})
         })
         .collect();
-    nodes.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
     Ok(json!({"total_nodes": nodes.len(), "nodes": nodes}))
 }
 
@@ -634,10 +632,8 @@ fn status(engine: &Engine, loaded: &super::Loaded, reloaded: bool) -> Result<Val
     let cache = &loaded.cache;
     let snap = cache.snapshot()?;
     let mut per_kind: std::collections::BTreeMap<String, usize> = Default::default();
-    for r in snap.all_nodes()? {
-        *per_kind
-            .entry(r.node.kind.as_str().to_string())
-            .or_default() += 1;
+    for n in &loaded.briefs {
+        *per_kind.entry(n.kind.as_str().to_string()).or_default() += 1;
     }
     let mut fresh = engine.freshness(loaded, reloaded, true);
     let stale_total = fresh.stale_specs.len();

@@ -46,6 +46,8 @@ pub struct Loaded {
     files: BTreeMap<String, String>,
     /// Number of nodes.
     pub nodes: usize,
+    /// Every node's identity, sorted by id (for listing without reading section text).
+    pub briefs: Vec<crate::spec::Node>,
     /// Specs whose committed artifacts were re-derived on the server at the last sync.
     pub rederived: Vec<String>,
     /// When this state was opened.
@@ -272,8 +274,11 @@ impl Engine {
             cache.level(),
             t0.elapsed().as_millis()
         ));
+        let mut briefs: Vec<crate::spec::Node> = all.into_iter().map(|r| r.node).collect();
+        briefs.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(Some(Loaded {
-            nodes: all.len(),
+            nodes: briefs.len(),
+            briefs,
             cache,
             fingerprint: fp,
             commit,
