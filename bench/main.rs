@@ -1,16 +1,22 @@
-//! Benchmarks: `cargo bench --bench bench -- <name> [args]`. Each bench lives in its own file.
+//! Benchmarks: `cargo bench --bench bench -- <name> [args]`; each prints its figures.
 
+mod embed;
+mod hook;
+mod query;
 mod serve;
 
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
-        .filter(|a| !a.starts_with("--"))
+        .filter(|a| a != "--bench")
         .collect();
     match args.first().map(String::as_str) {
-        Some("serve") => serve::main(&args[1..]),
-        _ => kdd::cli::output::info(
-            "usage: cargo bench --bench bench -- serve [SPECS] [REQUESTS] [SECONDS]",
-        ),
+        Some("embed") => embed::run(&args[1..]),
+        Some("hook") => hook::run(&args[1..]),
+        Some("query") => query::run(&args[1..]),
+        Some("serve") => serve::run(&args[1..]),
+        other => kdd::cli::output::error(&format!(
+            "unknown benchmark {other:?}; try: embed, hook, query, serve"
+        )),
     }
 }

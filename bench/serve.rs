@@ -228,7 +228,7 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
 }
 
 /// Entry point.
-pub fn main(args: &[String]) {
+pub fn run(args: &[String]) {
     let n: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let total: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(8_000);
     let secs: u64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(60);

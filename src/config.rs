@@ -27,6 +27,10 @@ pub mod env {
     pub const NO_EMBED: &str = "KDD_NO_EMBED";
     /// Use the deterministic hashed test embedder (tests only; never the shipped default).
     pub const TEST_EMBEDDER: &str = "KDD_TEST_EMBEDDER";
+    /// Set to `0` to never use (or start) the warm embedder process.
+    pub const EMBED_WARM: &str = "KDD_EMBED_WARM";
+    /// Idle lifetime of the warm embedder process in seconds (default 600).
+    pub const EMBED_IDLE: &str = "KDD_EMBED_IDLE";
 }
 
 /// Errors locating the repository.

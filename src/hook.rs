@@ -140,18 +140,26 @@ fn stem_of(rel: &str) -> Option<(&str, &str)> {
 }
 
 /// Options of a heal pass.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Options {
-    /// Stage the written/removed paths (false: only write the work tree, e.g. `--dry-run`).
+#[derive(Clone, Copy, Default)]
+pub struct Options<'a> {
+    /// Stage the written/removed paths (false: only write the work tree).
     pub stage: bool,
+    /// The L2 step (embeddings), the same one `kdd index` uses; `None` indexes at L1 and keeps
+    /// existing embeddings of specs whose content did not change.
+    pub extras: Option<&'a dyn crate::index::ArtifactExtras>,
 }
 
 /// Make `.kdd-index/` in the index git is committing agree with the staged specs (see module doc).
-pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
+pub fn heal(settings: &Settings, opts: Options<'_>) -> Result<Report, Error> {
     let repo = git::open(&settings.repo_root)?;
+    // One heal at a time per work tree (two hooks or agents writing .kdd-index/ at once would
+    // interleave); released when the file is dropped.
+    let _lock = lock(repo.git_dir());
     let index = git::load_index(&repo)?;
     let root = settings.specs_root.as_str();
-    let specs: Entries = git::index_entries(&index, root)
+    let staged_root = git::index_entries(&index, root);
+    let kdd_yaml_id = staged_root.get(&git::kdd_yaml_path(root)).copied();
+    let specs: Entries = staged_root
         .into_iter()
         .filter(|(p, _)| git::is_spec_path(root, p))
         .collect();
@@ -168,9 +176,30 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     };
     let mut state = State::load(settings);
     let before = state.clone();
+    let manifest_key = art_key("manifest.json");
+    let kdd_yaml = match kdd_yaml_id {
+        Some(id) => Some(git::read_blob(&repo, id)?),
+        None => None,
+    };
+    let existing_manifest = match arts.get(&manifest_key) {
+        Some(id) => Some(git::read_blob(&repo, *id)?),
+        None => None,
+    };
+    let expected_manifest = |indexed: &mut dyn Iterator<Item = &str>| -> Option<Vec<u8>> {
+        let paths: Vec<&str> = indexed.collect();
+        (!paths.is_empty() || existing_manifest.is_some()).then(|| {
+            git::derive_manifest(
+                settings,
+                paths.into_iter(),
+                kdd_yaml.as_deref(),
+                existing_manifest.as_deref(),
+            )
+        })
+    };
 
     // 1. Specs the record vouches for.
     let mut claimed: BTreeSet<String> = BTreeSet::new();
+    let mut owner: BTreeMap<String, String> = BTreeMap::new();
     let mut todo: Vec<&String> = Vec::new();
     for (p, id) in &specs {
         let ok = state.specs.get(p).is_some_and(|(sid, a)| {
@@ -181,154 +210,145 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         if ok {
             for (rel, _) in &state.specs[p].1 {
                 claimed.insert(rel.clone());
+                if rel.starts_with("nodes/") {
+                    owner.insert(rel.clone(), p.clone());
+                }
             }
         } else {
             todo.push(p);
         }
     }
-    let manifest_key = art_key("manifest.json");
-    let existing_manifest = match arts.get(&manifest_key) {
-        Some(id) => Some(git::read_blob(&repo, *id)?),
-        None => None,
-    };
-    let manifest_bytes = git::derive_manifest(
-        settings,
-        specs.keys().chain(&conflicted_specs).map(String::as_str),
-        existing_manifest.as_deref(),
-    );
-    let manifest_ok = arts.get(&manifest_key) == Some(&git::blob_id(&repo, &manifest_bytes))
-        || (specs.is_empty() && conflicted_specs.is_empty() && !arts.contains_key(&manifest_key));
     let unclaimed: Vec<&String> = arts
         .keys()
         .filter(|k| *k != &manifest_key)
-        .filter(|k| !claimed.contains(k.strip_prefix(&format!("{INDEX_DIR}/")).unwrap_or(k)))
+        .filter(|k| !claimed.contains(&k[INDEX_DIR.len() + 1..]))
         .collect();
-    if todo.is_empty() && unclaimed.is_empty() && conflicted_arts.is_empty() && manifest_ok {
-        report.fast_path = true;
-        return Ok(report);
+    if todo.is_empty() && unclaimed.is_empty() && conflicted_arts.is_empty() {
+        let m = expected_manifest(&mut specs.keys().map(String::as_str));
+        if m.as_ref().map(|b| git::blob_id(&repo, b)) == arts.get(&manifest_key).copied() {
+            report.fast_path = true;
+            return Ok(report);
+        }
     }
 
     // 2. Read the unclaimed nodes to learn which spec each belongs to.
     let paths = ArtifactPaths::new(&settings.index_dir);
-    let mut nodes_by_spec: BTreeMap<String, Vec<(String, Option<Node>)>> = BTreeMap::new();
-    let mut corrupt: Vec<String> = Vec::new();
+    let mut nodes_by_spec: BTreeMap<String, Vec<(String, Node)>> = BTreeMap::new();
     for key in &unclaimed {
         let rel = &key[INDEX_DIR.len() + 1..];
         if !rel.starts_with("nodes/") {
             continue;
         }
         let bytes = git::read_blob(&repo, arts[*key])?;
-        match serde_json::from_slice::<Node>(&bytes) {
-            Ok(n) => nodes_by_spec
+        // A corrupt node file belongs to nobody and is removed below.
+        if let Ok(n) = serde_json::from_slice::<Node>(&bytes) {
+            nodes_by_spec
                 .entry(n.source_file.clone())
                 .or_default()
-                .push((rel.to_string(), Some(n))),
-            Err(_) => corrupt.push(rel.to_string()),
+                .push((rel.to_string(), n));
         }
     }
 
-    // 3. Re-check or re-derive every spec the record does not vouch for.
-    let mut final_nodes: BTreeSet<String> = claimed
-        .iter()
-        .filter(|r| r.starts_with("nodes/"))
-        .cloned()
-        .collect();
+    // 3. Re-derive every spec the record does not vouch for (cheap at L1; after a merge a node
+    //    can match its spec while its edges were unioned from both sides). Duplicate ids: the
+    //    first path wins, as in `kdd index`.
     let mut write: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut keep_files: BTreeSet<String> = claimed.clone();
     let mut derived_stems: BTreeSet<String> = BTreeSet::new();
+    let mut indexed: BTreeSet<&str> = specs
+        .keys()
+        .filter(|p| !todo.contains(p))
+        .map(String::as_str)
+        .collect();
+    let keep_node = |n: &Node, rel: &str, keep_files: &mut BTreeSet<String>| {
+        keep_files.insert(rel.to_string());
+        keep_files.insert(ArtifactPaths::edges_rel(n));
+        keep_files.insert(ArtifactPaths::embeddings_rel(n));
+    };
     for p in todo {
         let id = specs[p];
         let bytes = git::read_blob(&repo, id)?;
         let hash = blake3::hash(&bytes).to_hex().to_string();
         let candidates = nodes_by_spec.get(p).cloned().unwrap_or_default();
-        // Always re-derive (cheap at L1): after a merge a node can match its spec while the
-        // edges were unioned from both sides. Embeddings of a node whose source hash still
-        // matches are reused (they depend on the spec bytes only).
-        let reuse_embedding = candidates.iter().find_map(|(rel, n)| {
-            let n = n.as_ref()?;
-            let e = ArtifactPaths::embeddings_rel(n);
-            (n.source_hash == hash
-                && &ArtifactPaths::node_rel(n) == rel
-                && !conflicted_arts.contains(&art_key(&e)))
-            .then(|| arts.get(&art_key(&e)).map(|id| (e, *id)))
-            .flatten()
-        });
-        let node_rel = {
-            match git::derive_spec(settings, p, &bytes) {
-                Ok(d) => {
-                    report.rederived.push(p.clone());
-                    report.diagnostics.extend(d.diagnostics);
-                    let mut files = Vec::new();
-                    for (rel, b) in d.files {
-                        files.push((rel.clone(), git::blob_id(&repo, &b)));
-                        keep_files.insert(rel.clone());
-                        write.insert(rel, b);
-                    }
-                    if let Some((e, eid)) = reuse_embedding {
-                        if !write.contains_key(&e)
-                            && e.ends_with(&format!("{}.bin", ArtifactPaths::node_stem(&d.node)))
-                        {
-                            files.push((e.clone(), eid));
-                            keep_files.insert(e);
-                        }
-                    }
-                    state.specs.insert(p.clone(), (id, files));
-                    derived_stems.insert(ArtifactPaths::node_stem(&d.node));
-                    ArtifactPaths::node_rel(&d.node)
+        let d = match git::derive_spec(settings, p, &bytes, opts.extras) {
+            Ok(d) => d,
+            Err(diag) => {
+                // Keep whatever was indexed for it; `kdd status` shows it stale.
+                report.diagnostics.push(diag);
+                state.specs.remove(p);
+                for (rel, n) in &candidates {
+                    keep_node(n, rel, &mut keep_files);
+                    derived_stems.remove(&ArtifactPaths::node_stem(n));
                 }
-                Err(diag) => {
-                    // Keep whatever was indexed for it; `kdd status` shows it stale.
-                    report.diagnostics.push(diag);
-                    state.specs.remove(p);
-                    for (rel, n) in &candidates {
-                        final_nodes.insert(rel.clone());
-                        if let Some(n) = n {
-                            keep_files.insert(ArtifactPaths::edges_rel(n));
-                            keep_files.insert(ArtifactPaths::embeddings_rel(n));
-                        }
-                        keep_files.insert(rel.clone());
-                    }
-                    continue;
+                if !candidates.is_empty() {
+                    indexed.insert(p);
                 }
+                continue;
             }
         };
-        final_nodes.insert(node_rel);
+        report.diagnostics.extend(d.diagnostics.iter().cloned());
+        let node_rel = ArtifactPaths::node_rel(&d.node);
+        if let Some(o) = owner.get(&node_rel).cloned() {
+            if o.as_str() < p.as_str() {
+                report.diagnostics.push(duplicate(p, &o, &d.node.id));
+                state.specs.remove(p);
+                continue;
+            }
+            // This path sorts first: it takes the id over from a spec verified earlier.
+            report.diagnostics.push(duplicate(&o, p, &d.node.id));
+            if let Some((_, files)) = state.specs.remove(&o) {
+                for (rel, _) in files {
+                    keep_files.remove(&rel);
+                }
+            }
+            indexed.remove(o.as_str());
+        }
+        owner.insert(node_rel.clone(), p.clone());
+        report.rederived.push(p.clone());
+        // Embeddings of a node whose source hash still matches are reused (they depend on
+        // the spec bytes only) when this machine does not produce them.
+        let emb = ArtifactPaths::embeddings_rel(&d.node);
+        let reuse = candidates.iter().any(|(rel, n)| {
+            n.source_hash == hash && *rel == node_rel && !conflicted_arts.contains(&art_key(&emb))
+        });
+        let mut files = Vec::new();
+        for (rel, b) in d.files {
+            files.push((rel.clone(), git::blob_id(&repo, &b)));
+            keep_files.insert(rel.clone());
+            write.insert(rel, b);
+        }
+        if reuse && !write.contains_key(&emb) {
+            if let Some(eid) = arts.get(&art_key(&emb)) {
+                files.push((emb.clone(), *eid));
+                keep_files.insert(emb);
+            }
+        }
+        state.specs.insert(p.clone(), (id, files));
+        derived_stems.insert(ArtifactPaths::node_stem(&d.node));
+        indexed.insert(p);
     }
     // Nodes of conflicted specs are left alone.
     for p in &conflicted_specs {
         for (rel, n) in nodes_by_spec.get(p).into_iter().flatten() {
-            final_nodes.insert(rel.clone());
-            keep_files.insert(rel.clone());
-            if let Some(n) = n {
-                keep_files.insert(ArtifactPaths::edges_rel(n));
-                keep_files.insert(ArtifactPaths::embeddings_rel(n));
-            }
+            keep_node(n, rel, &mut keep_files);
         }
     }
     state.specs.retain(|p, _| specs.contains_key(p));
 
     // 4. Everything staged (or conflicted) under .kdd-index/ that nobody owns goes.
-    let final_stems: BTreeSet<&str> = final_nodes
-        .iter()
-        .filter_map(|r| stem_of(r).map(|(_, s)| s))
-        .collect();
     let mut remove: BTreeSet<String> = BTreeSet::new();
     for key in arts.keys().chain(conflicted_arts.iter()) {
         let rel = &key[INDEX_DIR.len() + 1..];
-        if rel == "manifest.json" || keep_files.contains(rel) || write.contains_key(rel) {
+        if rel == "manifest.json" || write.contains_key(rel) {
             continue;
         }
-        let owned = stem_of(rel).is_some_and(|(top, stem)| {
-            top != "nodes"
-                && final_stems.contains(stem)
-                && !derived_stems.contains(stem)
-                && !conflicted_arts.contains(key.as_str())
-        });
-        if !owned {
+        let kept = keep_files.contains(rel)
+            && !(conflicted_arts.contains(key.as_str())
+                && stem_of(rel).is_some_and(|(_, s)| derived_stems.contains(s)));
+        if !kept {
             remove.insert(rel.to_string());
         }
     }
-    let _ = corrupt;
 
     // 5. Write, remove, stage.
     let mut stage: Vec<String> = Vec::new();
@@ -340,24 +360,20 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
             stage.push(key);
         }
     }
-    if !manifest_ok || conflicted_arts.contains(&manifest_key) {
-        if specs.is_empty() && conflicted_specs.is_empty() {
-            let p = paths.manifest();
-            if p.exists() {
-                std::fs::remove_file(&p).map_err(|e| crate::artifact::Error::Io {
-                    path: p.clone(),
-                    source: e,
-                })?;
+    let m = expected_manifest(&mut indexed.iter().copied());
+    let m_id = m.as_ref().map(|b| git::blob_id(&repo, b));
+    if m_id != arts.get(&manifest_key).copied() || conflicted_arts.contains(&manifest_key) {
+        match &m {
+            Some(bytes) => {
+                write_if_changed(&paths.manifest(), bytes)?;
+                report.written.push(manifest_key.clone());
             }
-            if arts.contains_key(&manifest_key) || conflicted_arts.contains(&manifest_key) {
+            None => {
+                remove_file(&paths, "manifest.json")?;
                 report.removed.push(manifest_key.clone());
-                stage.push(manifest_key.clone());
             }
-        } else {
-            write_if_changed(&paths.manifest(), &manifest_bytes)?;
-            report.written.push(manifest_key.clone());
-            stage.push(manifest_key.clone());
         }
+        stage.push(manifest_key.clone());
     }
     for rel in &remove {
         remove_file(&paths, rel)?;
@@ -372,6 +388,28 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         state.save(settings);
     }
     Ok(report)
+}
+
+fn lock(git_dir: &Path) -> Option<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(git_dir.join("kdd-hook.lock"))
+        .ok()?;
+    fs4::FileExt::lock(&f).ok()?;
+    Some(f)
+}
+
+fn duplicate(loser: &str, winner: &str, id: &str) -> Diagnostic {
+    Diagnostic {
+        severity: crate::spec::Severity::Error,
+        file: loser.to_string(),
+        line: None,
+        message: format!(
+            "duplicate id `{id}`: also defined by {winner}, which wins (first path in order); this file was not indexed — give one of them a different `id`"
+        ),
+    }
 }
 
 fn remove_file(paths: &ArtifactPaths, rel: &str) -> Result<(), crate::artifact::Error> {
@@ -476,6 +514,32 @@ mod tests {
             Some(("edges", "entity/d/X"))
         );
         assert_eq!(stem_of("manifest.json"), None);
+    }
+
+    #[test]
+    fn state_roundtrip_and_header_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings {
+            repo_root: dir.path().to_path_buf(),
+            git_common_dir: dir.path().join(".git"),
+            bare: false,
+            specs_root: "specs".into(),
+            index_dir: dir.path().join(".kdd-index"),
+            cache_dir: dir.path().join("cache"),
+        };
+        let id = ObjectId::empty_blob(gix::hash::Kind::Sha1);
+        let mut st = State::default();
+        st.specs.insert(
+            "specs/a b.md".into(),
+            (id, vec![("nodes/entity/A.json".into(), id)]),
+        );
+        st.save(&settings);
+        assert_eq!(State::load(&settings), st);
+        let other = Settings {
+            specs_root: "docs".into(),
+            ..settings
+        };
+        assert_eq!(State::load(&other), State::default());
     }
 
     #[test]

@@ -109,7 +109,6 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, Error> {
         .tempfile_in(dir)
         .map_err(io(dir))?;
     tmp.write_all(bytes).map_err(io(path))?;
-    tmp.as_file().sync_data().ok();
     tmp.persist(path).map_err(|e| Error::Io {
         path: path.to_path_buf(),
         source: e.error,

@@ -5,15 +5,15 @@
 //! artifact files changed (size or mtime) are re-read, re-parsed and re-indexed; global link
 //! resolution is then redone over the stored (node, links) pairs, which is cheap.
 
-use super::resolve::{KeyRank, Resolver};
-use super::store::{lm, Edge, FileStamp, NodeRecord, SectionText, Store};
+use super::resolve::KeyRank;
+use super::store::{lm, ChunkRef, Edge, FileStamp, NodeRecord, SectionText, Store};
 use super::text::TextIndex;
 use super::Error;
 use crate::artifact::{read_links, read_node};
 use crate::query::types::Orphan;
 use crate::spec::{IndexedFields, Node};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// Stamps of the artifact files of one spec.
@@ -77,10 +77,11 @@ fn walk(dir: &Path, rel: &str, ext: &str, out: &mut BTreeMap<String, FileStamp>)
     }
 }
 
+/// Stamps of a spec's node, edges and embeddings files.
+pub type Stamps = (FileStamp, Option<FileStamp>, Option<FileStamp>);
+
 /// Current stamps of every spec's artifacts, keyed by artifact stem (`entity/Pedido`).
-pub fn scan(
-    index_dir: &Path,
-) -> BTreeMap<String, (FileStamp, Option<FileStamp>, Option<FileStamp>)> {
+pub fn scan(index_dir: &Path) -> BTreeMap<String, Stamps> {
     let mut nodes = BTreeMap::new();
     let mut edges = BTreeMap::new();
     let mut emb = BTreeMap::new();
@@ -97,10 +98,45 @@ pub fn scan(
         .collect()
 }
 
-/// Re-derive a spec's sections and indexed fields from its bytes.
-pub fn parse_spec(rel: &str, bytes: &[u8]) -> (IndexedFields, Vec<SectionText>) {
-    let text = String::from_utf8_lossy(bytes);
-    fallback_sections(rel, &text)
+/// Re-derive a spec's sections and indexed fields from its bytes (core's extractor; a plain
+/// heading splitter when the file cannot be extracted at all).
+pub fn parse_spec(rel: &str, bytes: &[u8], specs_root: &str) -> (IndexedFields, Vec<SectionText>) {
+    let (f, s, _) = parse_spec_full(rel, bytes, specs_root);
+    (f, s)
+}
+
+/// [`parse_spec`] plus the extraction itself (for re-chunking vectors).
+fn parse_spec_full(
+    rel: &str,
+    bytes: &[u8],
+    specs_root: &str,
+) -> (
+    IndexedFields,
+    Vec<SectionText>,
+    Option<crate::spec::Extracted>,
+) {
+    match crate::extract::extract(rel, bytes, specs_root) {
+        Ok(x) => {
+            let sections = x
+                .sections
+                .iter()
+                .map(|s| SectionText {
+                    heading: s.heading.clone(),
+                    key: s.key.clone(),
+                    level: s.level,
+                    ancestors: s.ancestors.clone(),
+                    text: s.text(),
+                    line: s.line,
+                })
+                .collect();
+            (x.fields.clone(), sections, Some(x))
+        }
+        Err(_) => {
+            let text = String::from_utf8_lossy(bytes);
+            let (f, s) = fallback_sections(rel, &text);
+            (f, s, None)
+        }
+    }
 }
 
 /// A small CommonMark-aware splitter used for the searchable text: headings outside code fences
@@ -222,100 +258,168 @@ pub fn strip_links(s: &str) -> String {
 }
 
 /// Load one spec's record from its artifacts and its source file.
-fn load_record(index_dir: &Path, repo_root: &Path, stem: &str) -> Result<NodeRecord, String> {
+/// A chunk vector read from the committed `.bin` file, with its text re-derived by chunking.
+pub struct LoadedVector {
+    pub chunk: ChunkRef,
+    pub vector: Vec<f32>,
+}
+
+/// Decode a spec's vector file and attach each record's chunk text (matched by chunk key).
+fn load_vectors(
+    path: &Path,
+    node_id: &str,
+    extracted: Option<&crate::spec::Extracted>,
+) -> Result<Vec<LoadedVector>, String> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let vf = crate::embed::decode(&path.to_string_lossy(), &bytes).map_err(|e| e.to_string())?;
+    let chunks = extracted
+        .map(|x| crate::embed::chunk_spec(x, &vf.model))
+        .unwrap_or_default();
+    Ok(vf
+        .records
+        .iter()
+        .map(|r| {
+            let c = chunks.iter().find(|c| c.key == r.key);
+            LoadedVector {
+                chunk: ChunkRef {
+                    node_id: node_id.to_string(),
+                    section: c.map(|c| c.section.clone()).unwrap_or_default(),
+                    text: c.map(|c| c.text.clone()).unwrap_or_default(),
+                },
+                vector: r.dequantize(),
+            }
+        })
+        .collect())
+}
+
+fn load_record(
+    index_dir: &Path,
+    repo_root: &Path,
+    specs_root: &str,
+    stem: &str,
+) -> Result<(NodeRecord, Vec<LoadedVector>), String> {
     let node_path = index_dir.join("nodes").join(format!("{stem}.json"));
     let node: Node = read_node(&node_path).map_err(|e| e.to_string())?;
     let links = read_links(&index_dir.join("edges").join(format!("{stem}.jsonl")))
         .map_err(|e| e.to_string())?;
     let src = repo_root.join(&node.source_file);
-    let (fields, sections, stale) = match std::fs::read(&src) {
+    let (fields, sections, stale, extracted) = match std::fs::read(&src) {
         Ok(bytes) => {
             let stale = blake3::hash(&bytes).to_hex().as_str() != node.source_hash;
-            let (f, s) = parse_spec(&node.source_file, &bytes);
-            (f, s, stale)
+            let (f, s, x) = parse_spec_full(&node.source_file, &bytes, specs_root);
+            (f, s, stale, x)
         }
-        Err(_) => (IndexedFields::new(), Vec::new(), true),
+        Err(_) => (IndexedFields::new(), Vec::new(), true, None),
     };
-    Ok(NodeRecord {
-        node,
-        fields,
-        sections,
-        links,
-        stale,
-        stem: stem.to_string(),
-        items: Vec::new(),
-    })
+    let vectors = load_vectors(
+        &index_dir.join("embeddings").join(format!("{stem}.bin")),
+        &node.id,
+        extracted.as_ref(),
+    )?;
+    Ok((
+        NodeRecord {
+            node,
+            fields,
+            sections,
+            links,
+            stale,
+            stem: stem.to_string(),
+            items: Vec::new(),
+        },
+        vectors,
+    ))
 }
 
-/// Refine a link's type once the target is known (a generic link to an event from an entity or
-/// command is an emission, etc.). Typed links are kept as written.
-pub fn refine_type(edge_type: &str, from: &Node, to: &Node) -> String {
-    use crate::spec::Kind::*;
-    if edge_type != "WIKI_LINK" {
-        return edge_type.to_string();
-    }
-    if from.domain.is_some() && to.domain.is_some() && from.domain != to.domain {
-        return "CROSS_DOMAIN_REF".to_string();
-    }
-    match (from.kind, to.kind) {
-        (Feature, UseCase | BusinessRule | Command | BusinessPolicy) => "VALIDATES".into(),
-        _ => edge_type.to_string(),
-    }
+/// Resolve every link globally with core's resolver ([`crate::graph::Graph`]): typed edges
+/// (no self-loops; a generic `WIKI_LINK` is dropped when a typed edge joins the same pair) and
+/// orphans.
+pub fn resolve_graph(srcs: &[(Node, Vec<crate::spec::LinkRecord>)]) -> (Vec<Edge>, Vec<Orphan>) {
+    let g = crate::graph::Graph::build(
+        srcs.iter().map(|(n, _)| n.clone()).collect(),
+        srcs.iter()
+            .map(|(n, l)| (n.id.clone(), l.clone()))
+            .collect(),
+    );
+    let typed: BTreeSet<(&str, &str)> = g
+        .edges
+        .iter()
+        .filter(|e| e.edge_type != "WIKI_LINK")
+        .map(|e| (e.from.as_str(), e.to.as_str()))
+        .collect();
+    let edges: Vec<Edge> = g
+        .edges
+        .iter()
+        .filter(|e| {
+            e.edge_type != "WIKI_LINK" || !typed.contains(&(e.from.as_str(), e.to.as_str()))
+        })
+        .map(|e| Edge {
+            from: e.from.clone(),
+            to: e.to.clone(),
+            edge_type: e.edge_type.clone(),
+            violation: e.layer_violation,
+        })
+        .collect();
+    // One orphan per link as written: a typed record and its generic twin are the same link.
+    let typed_orphans: BTreeSet<(&str, &str)> = g
+        .orphans
+        .iter()
+        .filter(|o| o.edge_type != "WIKI_LINK")
+        .map(|o| (o.from.as_str(), o.to.as_str()))
+        .collect();
+    let orphans = g
+        .orphans
+        .iter()
+        .filter(|o| {
+            o.edge_type != "WIKI_LINK" || !typed_orphans.contains(&(o.from.as_str(), o.to.as_str()))
+        })
+        .map(|o| Orphan {
+            from_node: o.from.clone(),
+            to: o.to.clone(),
+            edge_type: o.edge_type.clone(),
+            source_file: o.source_file.clone(),
+        })
+        .collect();
+    (edges, orphans)
 }
 
-/// Resolve every link globally: typed edges (deduplicated, no self-loops) and orphans.
-pub fn resolve_graph(
-    srcs: &[(Node, Vec<crate::spec::LinkRecord>)],
-) -> (Vec<Edge>, Vec<Orphan>, Resolver) {
-    let resolver = Resolver::new(srcs.iter().map(|(n, _)| n));
-    let by_id: HashMap<&str, &Node> = srcs.iter().map(|(n, _)| (n.id.as_str(), n)).collect();
-    let mut edges: BTreeSet<Edge> = BTreeSet::new();
-    let mut orphans = Vec::new();
-    for (from, links) in srcs {
-        let mut typed_targets: BTreeSet<String> = BTreeSet::new();
-        let mut generic: Vec<(String, String)> = Vec::new();
-        for l in links {
-            match resolver.resolve_link(&l.to, l.domain.as_deref(), from.domain.as_deref()) {
-                Some(t) if t == from.id => {}
-                Some(t) => {
-                    let to = by_id[t.as_str()];
-                    let ty = refine_type(&l.edge_type, from, to);
-                    if ty == "WIKI_LINK" {
-                        generic.push((t, ty));
-                    } else {
-                        typed_targets.insert(t.clone());
-                        edges.insert(Edge {
-                            from: from.id.clone(),
-                            violation: from.layer.violates(to.layer),
-                            to: t,
-                            edge_type: ty,
-                        });
-                    }
-                }
-                None => orphans.push(Orphan {
-                    from_node: from.id.clone(),
-                    to: l.to.clone(),
-                    edge_type: l.edge_type.clone(),
-                    source_file: from.source_file.clone(),
-                }),
-            }
-        }
-        for (t, ty) in generic {
-            if typed_targets.contains(&t) {
-                continue;
-            }
-            let to = by_id[t.as_str()];
-            edges.insert(Edge {
-                from: from.id.clone(),
-                violation: from.layer.violates(to.layer),
-                to: t,
-                edge_type: ty,
-            });
-        }
+fn manifest_dims(index_dir: &Path) -> Option<usize> {
+    let m = crate::artifact::read_manifest(&index_dir.join("manifest.json")).ok()?;
+    if m.index_level < crate::artifact::IndexLevel::L2 {
+        return None;
     }
-    orphans.sort();
-    orphans.dedup();
-    (edges.into_iter().collect(), orphans, resolver)
+    m.embedding
+        .map(|e| e.dimensions as usize)
+        .filter(|d| *d > 0)
+}
+
+fn w_dims(d: Option<usize>) -> usize {
+    d.unwrap_or(0)
+}
+
+/// Remove a node's vector items (and their chunk refs). True when something was removed.
+fn drop_items(
+    store: &Store,
+    wtxn: &mut heed::RwTxn,
+    w: Option<&arroy::Writer<arroy::distances::Cosine>>,
+    node_id: &str,
+) -> Result<bool, Error> {
+    let Some(rec) = store.nodes.get(wtxn, node_id).map_err(lm)? else {
+        return Ok(false);
+    };
+    let mut any = false;
+    for item in rec.items {
+        if let Some(w) = w {
+            w.del_item(wtxn, item)
+                .map_err(|e| Error::Corrupt(format!("vectors: {e}")))?;
+        }
+        store.chunks.delete(wtxn, &item).map_err(lm)?;
+        any = true;
+    }
+    Ok(any)
 }
 
 /// Bring the store and text index up to date with the artifacts. `full` clears everything first.
@@ -324,6 +428,7 @@ pub fn update(
     text: &TextIndex,
     index_dir: &Path,
     repo_root: &Path,
+    specs_root: &str,
     full: bool,
 ) -> Result<BuildStats, Error> {
     let t0 = std::time::Instant::now();
@@ -351,6 +456,19 @@ pub fn update(
         let (k, v) = kv.map_err(lm)?;
         old.insert(k.to_string(), v);
     }
+    // Vectors (arroy, index 0) for L2 indexes.
+    let dims = manifest_dims(index_dir);
+    let vwriter = dims.map(|d| arroy::Writer::<arroy::distances::Cosine>::new(store.vectors, 0, d));
+    if let (true, Some(w)) = (full, &vwriter) {
+        w.clear(&mut wtxn)
+            .map_err(|e| Error::Corrupt(format!("vectors: {e}")))?;
+    }
+    let mut next_item: u32 = if full {
+        0
+    } else {
+        store.get_meta(&wtxn, "next_item")?.unwrap_or(0)
+    };
+    let mut vectors_changed = full && vwriter.is_some();
     let mut writer = text.writer()?;
     if full {
         writer
@@ -360,6 +478,7 @@ pub fn update(
     // Removed specs.
     for (stem, st) in &old {
         if !current.contains_key(stem) {
+            vectors_changed |= drop_items(store, &mut wtxn, vwriter.as_ref(), &st.node_id)?;
             store.nodes.delete(&mut wtxn, &st.node_id).map_err(lm)?;
             files.delete(&mut wtxn, stem).map_err(lm)?;
             text.delete_node(&writer, &st.node_id);
@@ -367,7 +486,7 @@ pub fn update(
         }
     }
     // Added or changed specs: read and parse in parallel, write sequentially.
-    let todo: Vec<(&String, &(FileStamp, Option<FileStamp>, Option<FileStamp>))> = current
+    let todo: Vec<(&String, &Stamps)> = current
         .iter()
         .filter(|(stem, (n, e, v))| match old.get(*stem) {
             Some(o) => o.node != *n || o.edges != *e || o.emb != *v,
@@ -375,13 +494,20 @@ pub fn update(
         })
         .collect();
     use rayon::prelude::*;
-    let loaded: Vec<(String, Result<NodeRecord, String>)> = todo
+    #[allow(clippy::type_complexity)]
+    let loaded: Vec<(String, Result<(NodeRecord, Vec<LoadedVector>), String>)> = todo
         .par_iter()
-        .map(|(stem, _)| ((*stem).clone(), load_record(index_dir, repo_root, stem)))
+        .map(|(stem, _)| {
+            (
+                (*stem).clone(),
+                load_record(index_dir, repo_root, specs_root, stem),
+            )
+        })
         .collect();
     for (stem, rec) in loaded {
         let (n, e, v) = current[&stem];
         if let Some(o) = old.get(&stem) {
+            vectors_changed |= drop_items(store, &mut wtxn, vwriter.as_ref(), &o.node_id)?;
             store.nodes.delete(&mut wtxn, &o.node_id).map_err(lm)?;
             text.delete_node(&writer, &o.node_id);
             stats.updated += 1;
@@ -389,7 +515,30 @@ pub fn update(
             stats.added += 1;
         }
         match rec {
-            Ok(rec) => {
+            Ok((mut rec, vecs)) => {
+                if let Some(w) = &vwriter {
+                    vectors_changed |= drop_items(store, &mut wtxn, Some(w), &rec.node.id)?;
+                    for lv in vecs {
+                        if lv.vector.len() != w_dims(dims) {
+                            stats.errors.push(format!(
+                                "{}: vectors have {} dimensions, the manifest says {}; run `kdd index` to re-embed",
+                                rec.node.source_file,
+                                lv.vector.len(),
+                                w_dims(dims)
+                            ));
+                            break;
+                        }
+                        w.add_item(&mut wtxn, next_item, &lv.vector)
+                            .map_err(|e| Error::Corrupt(format!("vectors: {e}")))?;
+                        store
+                            .chunks
+                            .put(&mut wtxn, &next_item, &lv.chunk)
+                            .map_err(lm)?;
+                        rec.items.push(next_item);
+                        next_item += 1;
+                        vectors_changed = true;
+                    }
+                }
                 text.delete_node(&writer, &rec.node.id);
                 text.add_node(&writer, &rec)?;
                 store.nodes.put(&mut wtxn, &rec.node.id, &rec).map_err(lm)?;
@@ -421,7 +570,7 @@ pub fn update(
         }
         srcs.push((rec.node, rec.links));
     }
-    let (edges, orphans, resolver) = resolve_graph(&srcs);
+    let (edges, orphans) = resolve_graph(&srcs);
     store.fwd.clear(&mut wtxn).map_err(lm)?;
     store.rev.clear(&mut wtxn).map_err(lm)?;
     let mut fwd: BTreeMap<&str, Vec<Edge>> = BTreeMap::new();
@@ -448,8 +597,15 @@ pub fn update(
         v.dedup();
         store.names.put(&mut wtxn, &k, &v).map_err(lm)?;
     }
-    drop(resolver);
     let violations: Vec<&Edge> = edges.iter().filter(|e| e.violation).collect();
+    if let (true, Some(w)) = (vectors_changed, &vwriter) {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x6b6464);
+        w.builder(&mut rng)
+            .build(&mut wtxn)
+            .map_err(|e| Error::Corrupt(format!("vector index build: {e}")))?;
+    }
+    store.put_meta(&mut wtxn, "next_item", &next_item)?;
     store.put_meta(&mut wtxn, "orphans", &orphans)?;
     store.put_meta(&mut wtxn, "violations", &violations)?;
     store.put_meta(&mut wtxn, "edge_count", &edges.len())?;

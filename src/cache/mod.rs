@@ -210,6 +210,7 @@ pub struct Cache {
     manifest: Manifest,
     last_update: Option<BuildStats>,
     embedder: Option<std::sync::Arc<dyn crate::query::QueryEmbedder>>,
+    embedder_missing: Option<String>,
 }
 
 impl std::fmt::Debug for Cache {
@@ -277,6 +278,7 @@ impl Cache {
                             manifest,
                             last_update: None,
                             embedder: None,
+                            embedder_missing: None,
                         });
                     }
                 }
@@ -295,7 +297,14 @@ impl Cache {
                 let stats = if have.as_deref() == Some(fp.as_str()) {
                     None
                 } else {
-                    let stats = build::update(&store, &text, index_dir, repo_root, false)?;
+                    let stats = build::update(
+                        &store,
+                        &text,
+                        index_dir,
+                        repo_root,
+                        &manifest.specs_root,
+                        false,
+                    )?;
                     let mut w = store.wtxn()?;
                     store.put_meta(&mut w, "fingerprint", &fp)?;
                     w.commit().map_err(lm)?;
@@ -315,7 +324,14 @@ impl Cache {
                 std::fs::create_dir_all(gen.join("text")).map_err(|e| Error::io(&gen, e))?;
                 let store = store_for(&gen.join("lmdb"))?;
                 let text = TextIndex::create(&gen.join("text"))?;
-                let stats = build::update(&store, &text, index_dir, repo_root, true)?;
+                let stats = build::update(
+                    &store,
+                    &text,
+                    index_dir,
+                    repo_root,
+                    &manifest.specs_root,
+                    true,
+                )?;
                 let mut w = store.wtxn()?;
                 store.put_meta(&mut w, "version", &CACHE_VERSION)?;
                 store.put_meta(&mut w, "fingerprint", &fp)?;
@@ -347,6 +363,7 @@ impl Cache {
             manifest,
             last_update: stats,
             embedder: None,
+            embedder_missing: None,
         })
     }
 
@@ -376,6 +393,16 @@ impl Cache {
     /// Use this embedder for semantic search (L2).
     pub fn set_embedder(&mut self, e: std::sync::Arc<dyn crate::query::QueryEmbedder>) {
         self.embedder = Some(e);
+    }
+
+    /// Record why no embedder could be loaded (reported in `NO_EMBEDDINGS` warnings).
+    pub fn set_embedder_unavailable(&mut self, reason: String) {
+        self.embedder_missing = Some(reason);
+    }
+
+    /// Why semantic search is unavailable, when known.
+    pub fn embedder_missing(&self) -> Option<&str> {
+        self.embedder_missing.as_deref()
     }
 
     /// The embedder set with [`Cache::set_embedder`].
@@ -555,8 +582,8 @@ impl Snapshot<'_> {
                 continue;
             };
             if seen.insert(c.node_id.clone()) {
-                // arroy's cosine distance is 1 - cos (vectors normalised).
-                out.push((c.node_id, 1.0 - dist, c.text));
+                // arroy's cosine distance is (1 - cos) / 2.
+                out.push((c.node_id, 1.0 - 2.0 * dist, c.text));
             }
         }
         Ok(out)

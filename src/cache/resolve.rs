@@ -1,6 +1,6 @@
-//! Name resolution over the whole node set: link targets as written (`UC-001-IndexDocument`,
-//! `Pedido`, `auth::Token`) and command-line node arguments (`UC-004`, `Entity:Pedido`, a path or
-//! a file stem) → node ids.
+//! Name keys for command-line node arguments and context hints (`UC-004`, `Entity:Pedido`, a
+//! file stem, a title, an alias) → node ids, stored in the cache's `names` table. Link
+//! resolution itself is core's [`crate::graph::Resolver`].
 //!
 //! Keys are normalised (case and accents folded, everything but letters and digits dropped), so
 //! `[[retrieval query]]`, `RetrievalQuery` and `retrieval-query` meet. Every node is reachable by:
@@ -9,7 +9,6 @@
 //! titles and aliases.
 
 use crate::spec::Node;
-use std::collections::{BTreeMap, BTreeSet};
 use unicode_normalization::UnicodeNormalization;
 
 /// Fold case and accents and keep only letters and digits: `Sesión-Activa` → `sesionactiva`.
@@ -93,6 +92,16 @@ pub fn node_keys(node: &Node) -> Vec<(String, KeyRank)> {
     }
     if !node.title.trim().is_empty() {
         out.push((norm_key(&node.title), KeyRank::Title));
+        // `QRY-004 — RetrieveImpact`: the name without the id prefix.
+        let t = node.title.trim();
+        for id in [local, node.id.as_str()] {
+            if let Some(rest) = t.strip_prefix(id) {
+                let rest = rest.trim_start_matches(|c: char| !c.is_alphanumeric());
+                if !rest.is_empty() {
+                    out.push((norm_key(rest), KeyRank::Title));
+                }
+            }
+        }
     }
     for a in &node.aliases {
         out.push((norm_key(a), KeyRank::Alias));
@@ -101,111 +110,9 @@ pub fn node_keys(node: &Node) -> Vec<(String, KeyRank)> {
     out
 }
 
-/// Global name table: normalised key → nodes naming it, best rank first.
-#[derive(Debug, Clone, Default)]
-pub struct Resolver {
-    keys: BTreeMap<String, Vec<(KeyRank, String)>>,
-    domains: BTreeMap<String, Option<String>>,
-}
-
-impl Resolver {
-    /// Build from every node.
-    pub fn new<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Resolver {
-        let mut r = Resolver::default();
-        for n in nodes {
-            r.add(n);
-        }
-        r
-    }
-
-    /// Add one node.
-    pub fn add(&mut self, node: &Node) {
-        self.domains.insert(node.id.clone(), node.domain.clone());
-        let mut seen = BTreeSet::new();
-        for (k, rank) in node_keys(node) {
-            if seen.insert(k.clone()) {
-                let v = self.keys.entry(k).or_default();
-                v.push((rank, node.id.clone()));
-                v.sort();
-                v.dedup();
-            }
-        }
-    }
-
-    /// Candidates for a name, strongest rank only, as (rank, node id).
-    pub fn lookup(&self, name: &str) -> Vec<(KeyRank, String)> {
-        let k = norm_key(name);
-        let Some(v) = self.keys.get(&k) else {
-            return Vec::new();
-        };
-        let best = v[0].0;
-        v.iter().filter(|(r, _)| *r == best).cloned().collect()
-    }
-
-    /// Resolve a link target written in a node of `from_domain`. Tries the whole target, then its
-    /// short id (`UC-001-IndexDocument` → `UC-001`). Domain preference: the explicit domain, the
-    /// source's domain, no domain, `_shared`. `None` when nothing (or an unresolvable tie) matches.
-    pub fn resolve_link(
-        &self,
-        target: &str,
-        explicit_domain: Option<&str>,
-        from_domain: Option<&str>,
-    ) -> Option<String> {
-        let mut cands = self.lookup(target);
-        if cands.is_empty() {
-            if let Some(s) = short_id(target) {
-                cands = self.lookup(s);
-            }
-        }
-        if cands.is_empty() {
-            return None;
-        }
-        let dom_of = |id: &str| self.domains.get(id).cloned().flatten();
-        if let Some(d) = explicit_domain {
-            return cands
-                .into_iter()
-                .find(|(_, id)| dom_of(id).as_deref() == Some(d))
-                .map(|(_, id)| id);
-        }
-        if cands.len() == 1 {
-            return Some(cands.remove(0).1);
-        }
-        let prefs: [Option<&str>; 3] = [from_domain, None, Some("_shared")];
-        for p in prefs {
-            let m: Vec<_> = cands
-                .iter()
-                .filter(|(_, id)| dom_of(id).as_deref() == p)
-                .collect();
-            if m.len() == 1 {
-                return Some(m[0].1.clone());
-            }
-            if m.len() > 1 {
-                // Deterministic choice among true duplicates: the smallest id.
-                return m.iter().map(|(_, id)| id.clone()).min();
-            }
-        }
-        cands.into_iter().map(|(_, id)| id).min()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{Kind, Layer};
-
-    fn node(id: &str, kind: Kind, file: &str, title: &str) -> Node {
-        Node {
-            id: id.into(),
-            kind,
-            source_file: file.into(),
-            source_hash: String::new(),
-            title: title.into(),
-            status: None,
-            aliases: vec![],
-            domain: None,
-            layer: Layer::Behavior,
-        }
-    }
 
     #[test]
     fn keys_and_short_ids() {
@@ -215,37 +122,5 @@ mod tests {
         assert_eq!(short_id("Pedido"), None);
         assert_eq!(short_id("001-x"), None);
         assert_eq!(file_stem("specs/a/UC-004-X.md"), "UC-004-X");
-    }
-
-    #[test]
-    fn resolves_stems_short_ids_and_titles() {
-        let a = node(
-            "UC:UC-001",
-            Kind::UseCase,
-            "specs/02-behavior/use-cases/UC-001-IndexDocument.md",
-            "IndexDocument",
-        );
-        let b = node(
-            "CMD:CMD-001",
-            Kind::Command,
-            "specs/02-behavior/commands/CMD-001-IndexDocument.md",
-            "IndexDocument",
-        );
-        let r = Resolver::new([&a, &b]);
-        assert_eq!(
-            r.resolve_link("UC-001-IndexDocument", None, None)
-                .as_deref(),
-            Some("UC:UC-001")
-        );
-        assert_eq!(
-            r.resolve_link("CMD-001", None, None).as_deref(),
-            Some("CMD:CMD-001")
-        );
-        assert_eq!(
-            r.resolve_link("uc:uc-001", None, None).as_deref(),
-            Some("UC:UC-001")
-        );
-        assert_eq!(r.lookup("IndexDocument").len(), 2);
-        assert_eq!(r.resolve_link("Nope", None, None), None);
     }
 }

@@ -20,9 +20,9 @@ use tantivy::tokenizer::{
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 /// Weight of identity matches (ids, titles, aliases) relative to body text.
-const W_IDENT: f32 = 3.0;
+const W_IDENT: f32 = 1.5;
 /// Weight of heading matches relative to body text.
-const W_HEAD: f32 = 1.5;
+const W_HEAD: f32 = 0.5;
 /// Weight of the identity document in a node's lexical score.
 const W_NODE_DOC: f32 = 1.0;
 /// Weight of the second-best section (rewards specs matching in several places, a little).
@@ -273,6 +273,15 @@ impl TextIndex {
         let title_words = expand_identifier(&n.title);
         d.add_text(f.head_es, &title_words);
         d.add_text(f.head_en, &title_words);
+        // The whole file as one body too: long questions match different aspects in
+        // different sections, which only a file-level score sees.
+        let all: String = rec
+            .sections
+            .iter()
+            .map(|s| format!("{}\n{}\n", s.heading, s.text))
+            .collect();
+        d.add_text(f.body_es, &all);
+        d.add_text(f.body_en, &all);
         w.add_document(d)
             .map_err(|e| Error::Corrupt(format!("text index add: {e}")))?;
         for (i, s) in rec.sections.iter().enumerate() {
@@ -420,7 +429,7 @@ impl TextIndex {
                 let best = secs.first().map(|s| s.0).unwrap_or(0.0);
                 let second = secs.get(1).map(|s| s.0).unwrap_or(0.0);
                 LexHit {
-                    score: W_NODE_DOC * a.node + best + W_SECOND * second,
+                    score: W_NODE_DOC * a.node + 1.0 * best + W_SECOND * second,
                     best_section: secs.first().map(|s| s.1),
                     ident_match: a.node > 0.0,
                     node_id: id,
@@ -454,6 +463,6 @@ mod tests {
         while ts.advance() {
             v.push(ts.token().text.clone());
         }
-        assert_eq!(v, vec!["devolucion", "ped"]);
+        assert_eq!(v, vec!["devolu", "ped"]);
     }
 }

@@ -80,6 +80,15 @@ pub fn from_document(path: &str, bytes: &[u8], specs_root: &str, doc: Document) 
         .get("aliases")
         .map(frontmatter::string_list)
         .unwrap_or_default();
+    // Feature files: scenario ids (`SCN-Checkout-001 — …`) make `[[SCN-Checkout-001]]` resolve.
+    if let Some(f) = &doc.feature {
+        for sc in &f.scenarios {
+            let first = sc.name.split_whitespace().next().unwrap_or("");
+            if first.starts_with("SCN-") && !aliases.iter().any(|a| a == first) {
+                aliases.push(first.to_string());
+            }
+        }
+    }
     aliases.retain(|a| !a.is_empty());
     aliases.dedup();
     let layer = loc.layer.unwrap_or_else(|| {
@@ -122,7 +131,9 @@ fn route_kind(path: &str, doc: &Document, loc: &Location, diags: &mut Vec<Diagno
     if is_feature {
         return Kind::Feature;
     }
+    let mut warned = false;
     if let Some(k) = fm.get("kind").and_then(frontmatter::scalar) {
+        warned = true;
         match Kind::parse(&k) {
             Some(kind) => return kind,
             None => diags.push(Diagnostic {
@@ -152,6 +163,9 @@ fn route_kind(path: &str, doc: &Document, loc: &Location, diags: &mut Vec<Diagno
                 return k;
             }
         }
+    }
+    if warned {
+        return Kind::Document;
     }
     diags.push(Diagnostic {
         severity: Severity::Warning,

@@ -9,7 +9,9 @@
 
 mod artifacts;
 
-pub use artifacts::{derive_index, derive_manifest, derive_spec, is_spec_path, Derived};
+pub use artifacts::{
+    derive_index, derive_manifest, derive_spec, is_spec_path, kdd_yaml_path, Derived,
+};
 
 use gix::ObjectId;
 use std::collections::{BTreeMap, BTreeSet};
@@ -101,7 +103,13 @@ pub fn index_entries(index: &gix::index::File, prefix: &str) -> Entries {
         index.prefixed_entries(format!("{prefix}/").as_str().into())
     };
     for e in entries.unwrap_or_default() {
-        if e.stage_raw() != 0 || (e.mode.is_submodule() || e.mode.is_sparse()) {
+        // Unmerged stages, submodules, sparse directories and `git add -N` placeholders (their
+        // staged blob is empty: the content is not staged yet) are not staged files.
+        if e.stage_raw() != 0
+            || e.mode.is_submodule()
+            || e.mode.is_sparse()
+            || e.flags.contains(gix::index::entry::Flags::INTENT_TO_ADD)
+        {
             continue;
         }
         let p = e.path(index).to_string();

@@ -127,10 +127,9 @@ fn merge_edges(base: Option<&[u8]>, ours: &[u8], theirs: &[u8]) -> Outcome {
         (Ok(o), Ok(t)) => (o, t),
         (Err(e), _) | (_, Err(e)) => return Outcome::Unsupported(e),
     };
-    let b = match base.map(parse_links).transpose() {
-        Ok(b) => b.unwrap_or_default(),
-        Err(e) => return Outcome::Unsupported(e),
-    };
+    // An unreadable base (a criss-cross merge's virtual ancestor can hold conflict markers)
+    // counts as empty: a plain union, nothing removed.
+    let b = base.and_then(|b| parse_links(b).ok()).unwrap_or_default();
     let removed: BTreeSet<&LinkRecord> = b
         .iter()
         .filter(|l| !o.contains(*l) || !t.contains(*l))

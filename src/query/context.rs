@@ -96,10 +96,22 @@ fn resolve_hint(snap: &Snapshot<'_>, hint: &str) -> Result<Vec<(String, String)>
                 return Ok(vec![(rec.node.id, "path".into())]);
             }
         }
+        // A code file is named after what it implements: every spec named like its basename
+        // (id, stem, title or alias), preferring specs over test features when both exist.
         let stem = file_stem(&norm);
-        let c = snap.lookup(stem)?;
-        if !c.is_empty() {
-            let best = c[0].0;
+        let mut c = snap.lookup(stem)?;
+        let mut spec_like = Vec::new();
+        for (r, id) in &c {
+            if let Some(n) = snap.node(id)? {
+                if !matches!(n.node.kind, Kind::Feature | Kind::Requirement) {
+                    spec_like.push((*r, id.clone()));
+                }
+            }
+        }
+        if !spec_like.is_empty() {
+            c = spec_like;
+        }
+        if let Some(best) = c.iter().map(|(r, _)| *r).min() {
             return Ok(c
                 .into_iter()
                 .filter(|(r, _)| *r == best)

@@ -232,43 +232,48 @@ pub fn impact(cache: &Cache, req: &ImpactRequest) -> Result<ImpactResponse, Erro
     })
 }
 
-/// Scenario names of a feature that mention `target` (by id, short id or title); all its
-/// scenarios when none mentions it specifically.
+/// Scenario names of a feature that mention `target` (in tags, name or steps: its local id,
+/// short id, title or file stem); all its scenarios when none mentions it specifically.
 fn scenarios_of(feature: &NodeRecord, target: &NodeRecord) -> Vec<String> {
-    use crate::cache::resolve::{file_stem, norm_key};
+    use crate::cache::resolve::{file_stem, norm_key, short_id};
+    let tags_of = |name: &str| -> String {
+        feature
+            .fields
+            .get("scenarios")
+            .and_then(|v| v.as_array())
+            .and_then(|a| {
+                a.iter()
+                    .find(|s| s.get("name").and_then(|n| n.as_str()) == Some(name))
+            })
+            .and_then(|s| s.get("tags"))
+            .map(|t| t.to_string())
+            .unwrap_or_default()
+    };
     let all: Vec<&crate::cache::SectionText> = feature
         .sections
         .iter()
-        .filter(|s| {
-            let h = s.heading.to_ascii_lowercase();
-            h.starts_with("scenario") || h.starts_with("escenario")
-        })
+        .filter(|s| s.key.as_deref() == Some("scenario"))
         .collect();
-    let keys: Vec<String> = [
-        target.node.local_id().to_string(),
-        target.node.title.clone(),
-        file_stem(&target.node.source_file).to_string(),
-    ]
-    .iter()
-    .map(|s| norm_key(s))
-    .filter(|k| k.len() > 3)
-    .collect();
-    let name = |s: &crate::cache::SectionText| {
-        s.heading
-            .split_once(':')
-            .map(|(_, n)| n.trim().to_string())
-            .unwrap_or_else(|| s.heading.clone())
-    };
+    let local = target.node.local_id();
+    let mut keys: Vec<String> = vec![
+        norm_key(local),
+        norm_key(&target.node.title),
+        norm_key(file_stem(&target.node.source_file)),
+    ];
+    if let Some(s) = short_id(local) {
+        keys.push(norm_key(s));
+    }
+    keys.retain(|k| k.len() > 3);
     let specific: Vec<String> = all
         .iter()
         .filter(|s| {
-            let t = norm_key(&format!("{} {}", s.heading, s.text));
+            let t = norm_key(&format!("{} {} {}", tags_of(&s.heading), s.heading, s.text));
             keys.iter().any(|k| t.contains(k.as_str()))
         })
-        .map(|s| name(s))
+        .map(|s| s.heading.clone())
         .collect();
     if specific.is_empty() && target.node.id != feature.node.id {
-        all.iter().map(|s| name(s)).collect()
+        all.iter().map(|s| s.heading.clone()).collect()
     } else {
         specific
     }

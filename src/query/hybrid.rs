@@ -97,18 +97,24 @@ fn passes(rec: &NodeRecord, f: &TextFilter) -> bool {
         && (f.domain.is_none() || f.domain == rec.node.domain)
 }
 
-/// Semantic hits: node id → (best cosine, chunk text). Empty with a reason when unavailable.
+/// (node id, best cosine, chunk text).
+type SemHit = (String, f32, String);
+
+/// Semantic hits, best first; `Err(reason)` when unavailable.
 fn semantic(
     snap: &Snapshot<'_>,
     query: &str,
     limit: usize,
-) -> Result<Result<Vec<(String, f32, String)>, String>, Error> {
+) -> Result<Result<Vec<SemHit>, String>, Error> {
     let cache = snap.cache;
     if cache.level() < IndexLevel::L2 {
         return Ok(Err("the index is L1 (no embeddings)".into()));
     }
     let Some(emb) = cache.embedder() else {
-        return Ok(Err("no embedding model could be loaded".into()));
+        return Ok(Err(cache
+            .embedder_missing()
+            .unwrap_or("no embedding model loaded")
+            .to_string()));
     };
     let v = match emb.embed_query(query) {
         Ok(v) => v,

@@ -83,3 +83,46 @@ impl Error {
 pub fn open(settings: &crate::config::Settings) -> Result<Cache, Error> {
     Ok(Cache::open(settings)?)
 }
+
+/// The embed stage's model behind the [`QueryEmbedder`] seam (a mutex: embedding needs `&mut`).
+struct ModelEmbedder {
+    inner: std::sync::Mutex<Box<dyn crate::embed::Embedder + Send>>,
+    model: String,
+}
+
+impl QueryEmbedder for ModelEmbedder {
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, String> {
+        let mut g = self
+            .inner
+            .lock()
+            .map_err(|_| "embedder poisoned".to_string())?;
+        g.embed_query(text).map_err(|e| e.to_string())
+    }
+    fn model(&self) -> &str {
+        &self.model
+    }
+}
+
+/// The query embedder for an L2 index (the model the environment selects, which must be the
+/// one named in the manifest), when it can be loaded. `Err` says why semantic search is
+/// unavailable; hybrid search then degrades to L1 with a `NO_EMBEDDINGS` warning.
+pub fn embedder_for(
+    manifest: &crate::artifact::Manifest,
+    cache_dir: Option<&std::path::Path>,
+) -> Result<std::sync::Arc<dyn QueryEmbedder>, String> {
+    let Some(info) = manifest.embedding.as_ref() else {
+        return Err("the index has no embeddings".into());
+    };
+    let e = crate::embed::open(cache_dir).map_err(|e| e.to_string())?;
+    if e.model_id() != info.model {
+        return Err(format!(
+            "the index was embedded with `{}` but the available model is `{}`",
+            info.model,
+            e.model_id()
+        ));
+    }
+    Ok(std::sync::Arc::new(ModelEmbedder {
+        model: e.model_id().to_string(),
+        inner: std::sync::Mutex::new(e),
+    }))
+}

@@ -1,7 +1,7 @@
 //! Git integration in real temporary repositories: the pre-commit hook from the staged tree,
 //! the merge driver, healing hooks, `kdd resolve`, `kdd verify`, `kdd merge-index`.
 
-use crate::util::{text, Repo};
+use crate::repo::{text, Repo};
 
 fn spec(id: &str, kind: &str, a: &str, b: &str, links: &[&str]) -> String {
     let mut s = format!(
@@ -41,6 +41,12 @@ fn verify(r: &Repo, rev: &str) {
     let o = r.kdd(&["verify", "--ref", rev]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "verify {rev} failed:\n{out}\n{err}");
+    let clean = r
+        .git(&["status", "--porcelain", "--untracked-files=no"])
+        .is_empty();
+    if rev == "HEAD" && clean {
+        fresh_index_equal(r, rev);
+    }
 }
 
 fn changed_in(r: &Repo, rev: &str) -> Vec<String> {
@@ -176,7 +182,7 @@ fn partial_staging_indexes_exactly_the_staged_blob() {
         Some(end) => format!("{}\n", &diff[..end - 1]),
         None => diff.clone(),
     };
-    let mut c = crate::util::command("git", &r.dir);
+    let mut c = crate::repo::command("git", &r.dir);
     c.args(["apply", "--cached", "--unidiff-zero", "-"])
         .stdin(std::process::Stdio::piped());
     let mut child = c.spawn().unwrap();
@@ -196,6 +202,15 @@ fn partial_staging_indexes_exactly_the_staged_blob() {
         blake(&r, &format!("HEAD:{path}"))
     );
     assert!(r.read(path).contains("UNSTAGED"), "unstaged edit lost");
+    // `git add -N` (intent to add) stages no content: nothing is indexed for it yet.
+    r.write("specs/01-domain/entities/Later.md", &entity("Later", "x"));
+    r.git(&["add", "-N", "specs/01-domain/entities/Later.md"]);
+    r.write("notes.txt", "n\n");
+    r.git(&["add", "notes.txt"]);
+    r.git(&["commit", "-q", "-m", "notes"]);
+    assert_eq!(changed_in(&r, "HEAD"), vec!["notes.txt"]);
+    r.git(&["reset", "-q", "--", "specs/01-domain/entities/Later.md"]);
+    std::fs::remove_file(r.dir.join("specs/01-domain/entities/Later.md")).unwrap();
     assert_eq!(r.git(&["diff", "--name-only"]).trim(), path);
     verify(&r, "HEAD");
 }
@@ -258,7 +273,7 @@ fn kdd_hook_0_disables_and_next_commit_heals() {
         "specs/01-domain/entities/Usuario.md",
         &entity("Usuario", "skipped"),
     );
-    let o = crate::util::command("git", &r.dir)
+    let o = crate::repo::command("git", &r.dir)
         .env("KDD_HOOK", "0")
         .args(["commit", "-q", "-a", "-m", "skip"])
         .output()
@@ -285,7 +300,7 @@ fn unparseable_spec_is_reported_and_commit_allowed() {
     let o = r.git_out(&["commit", "-m", "bad"]);
     let (_, err) = text(&o);
     assert!(o.status.success());
-    assert!(err.contains("specs/01-domain/entities/Bad.md:4"), "{err}");
+    assert!(err.contains("specs/01-domain/entities/Bad.md:"), "{err}");
 }
 
 #[test]
@@ -492,7 +507,7 @@ fn merge_driver_incompatible_models_is_a_real_conflict() {
     r.write("o", &m("nomic-embed-text-v1.5"));
     r.write("a", &m("nomic-embed-text-v1.5"));
     r.write("b", &m("bge-small-en-v1.5"));
-    let o = crate::util::command(
+    let o = crate::repo::command(
         std::path::PathBuf::from(env!("CARGO_BIN_EXE_kdd-merge-driver")),
         &r.dir,
     )
@@ -520,7 +535,7 @@ fn merge_driver_incompatible_models_is_a_real_conflict() {
 // ---------- merge-index (ref level, CMD-004) ----------
 
 fn commit_at(r: &Repo, msg: &str, time: &str) {
-    let o = crate::util::command("git", &r.dir)
+    let o = crate::repo::command("git", &r.dir)
         .env("GIT_COMMITTER_DATE", time)
         .env("GIT_AUTHOR_DATE", time)
         .args(["commit", "-q", "-m", msg])
@@ -576,6 +591,15 @@ fn scn_merge_index_001_002_003_lww_and_delete_wins() {
     assert_eq!(c.len(), 1, "{v}");
     assert_eq!(c[0]["node"], "Entity:Pedido");
     assert_eq!(c[0]["winner"], "dev-b");
+    let o = r.kdd(&[
+        "merge-index",
+        "dev-a",
+        "dev-b",
+        "--dry-run",
+        "--fail-on-conflict",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.contains("Merge aborted: 1 conflicts detected"));
     // Order of refs does not matter.
     let (_, v2) = merge_index_json(&r, &["dev-b", "dev-a"]);
     assert_eq!(v2["conflicts_resolved"][0]["winner"], "dev-b");
@@ -588,6 +612,30 @@ fn scn_merge_index_001_002_003_lww_and_delete_wins() {
         r.tmp.path().join("out").to_str().unwrap(),
     ]);
     assert!(o.status.success());
+    // Embeddings follow the winner: give each side opaque vectors (hooks off, as an L2 machine
+    // would have committed them).
+    for (branch, bytes) in [("dev-a", "A-vectors"), ("dev-b", "B-vectors")] {
+        r.git(&["checkout", "-q", branch]);
+        r.write(".kdd-index/embeddings/entity/Pedido.bin", bytes);
+        r.git(&["add", ".kdd-index/embeddings/entity/Pedido.bin"]);
+        let o = crate::repo::command("git", &r.dir)
+            .env("KDD_HOOK", "0")
+            .args(["commit", "-q", "-m", "vectors"])
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+    }
+    let o = r.kdd(&[
+        "merge-index",
+        "dev-a",
+        "dev-b",
+        "--output",
+        r.tmp.path().join("out").to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    let emb =
+        std::fs::read_to_string(r.tmp.path().join("out/embeddings/entity/Pedido.bin")).unwrap();
+    assert_eq!(emb, "B-vectors");
     let n = std::fs::read_to_string(r.tmp.path().join("out/nodes/entity/Pedido.json")).unwrap();
     assert!(n.contains(&blake(&r, &format!("dev-b:{p}"))));
     // 003: dev-a deletes Usuario, dev-b keeps it → deleted, edges cascade.
@@ -628,7 +676,7 @@ fn scn_merge_index_004_incompatible_models_rejected() {
         r.git(&["checkout", "-q", "-b", branch, "main"]);
         r.write(".kdd-index/manifest.json", &m(model));
         r.git(&["add", ".kdd-index/manifest.json"]);
-        let o = crate::util::command("git", &r.dir)
+        let o = crate::repo::command("git", &r.dir)
             .env("KDD_HOOK", "0")
             .args(["commit", "-q", "-m", model])
             .output()
@@ -852,6 +900,24 @@ fn check_consistent(r: &Repo, ctx: &str) {
         "",
         "{ctx}: leftovers"
     );
+    fresh_index_equal(r, ctx);
+}
+
+/// A fresh `kdd index` of the checked-out specs rewrites nothing.
+fn fresh_index_equal(r: &Repo, ctx: &str) {
+    let o = r.kdd(&["index"]);
+    assert!(
+        o.status.code() != Some(2),
+        "{ctx}: kdd index failed {:?}",
+        text(&o)
+    );
+    let st = r.git(&[
+        "status",
+        "--porcelain",
+        "--untracked-files=all",
+        ".kdd-index",
+    ]);
+    assert_eq!(st, "", "{ctx}: kdd index differs from the committed index");
 }
 
 #[test]
@@ -860,7 +926,7 @@ fn randomized_merges_keep_index_equal_to_fresh_index() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(8);
-    let mut merges = 0;
+    let (mut merges, mut conflicted, mut index_conflicts) = (0, 0, 0);
     for seed in 1..=seeds {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed.wrapping_mul(0x1000_0001));
         let r = Repo::new();
@@ -894,6 +960,9 @@ fn randomized_merges_keep_index_equal_to_fresh_index() {
             let ctx = format!("seed {seed} merge b{b}");
             let o = r.git_out(&["merge", "--no-edit", "-q", &format!("b{b}")]);
             if !o.status.success() {
+                conflicted += 1;
+                let u = r.git(&["diff", "--name-only", "--diff-filter=U"]);
+                index_conflicts += u.lines().filter(|l| l.starts_with(".kdd-index/")).count();
                 resolve_specs(&r, &mut rng);
                 let o = r.kdd(&["resolve"]);
                 assert!(o.status.success(), "{ctx}: resolve {:?}", text(&o));
@@ -904,5 +973,147 @@ fn randomized_merges_keep_index_equal_to_fresh_index() {
             merges += 1;
         }
     }
-    eprintln!("randomized merge scenarios: {merges} merges over {seeds} seeds");
+    eprintln!(
+        "randomized merge scenarios: {merges} merges over {seeds} seeds; {conflicted} stopped on \
+         conflicts ({index_conflicts} unmerged .kdd-index/ paths fixed by `kdd resolve`)"
+    );
+}
+
+#[test]
+fn doctor_checks_and_verify_in_bare_repo() {
+    let r = installed();
+    let settings = kdd::config::Settings::discover(&r.dir, None).unwrap();
+    let checks = kdd::git::doctor_checks(&settings);
+    assert!(checks.iter().all(|c| c.ok), "{checks:?}");
+    let bare = r.tmp.path().join("bare.git");
+    r.git(&[
+        "clone",
+        "-q",
+        "--bare",
+        r.dir.to_str().unwrap(),
+        bare.to_str().unwrap(),
+    ]);
+    let o = r.kdd(&["-C", bare.to_str().unwrap(), "verify"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let files =
+        kdd::git::read_tree_files(&kdd::git::open(&bare).unwrap(), "HEAD", ".kdd-index").unwrap();
+    assert!(files
+        .iter()
+        .any(|(p, _)| p == ".kdd-index/nodes/entity/Pedido.json"));
+    // A clone has no driver configured: doctor says so.
+    let clone = r.tmp.path().join("clone");
+    r.git(&[
+        "clone",
+        "-q",
+        r.dir.to_str().unwrap(),
+        clone.to_str().unwrap(),
+    ]);
+    let settings = kdd::config::Settings::discover(&clone, None).unwrap();
+    let checks = kdd::git::doctor_checks(&settings);
+    assert!(
+        checks.iter().any(|c| c.name == "merge-driver" && !c.ok),
+        "{checks:?}"
+    );
+}
+
+#[test]
+fn post_checkout_heals_a_stale_branch() {
+    let r = installed();
+    r.git(&["checkout", "-q", "-b", "stale"]);
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "no-verify"),
+    );
+    let o = crate::repo::command("git", &r.dir)
+        .env("KDD_HOOK", "0")
+        .args(["commit", "-q", "-a", "-m", "stale"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(!r.kdd(&["verify"]).status.success());
+    r.git(&["checkout", "-q", "main"]);
+    r.git(&["checkout", "-q", "stale"]);
+    let staged = r.git(&["diff", "--cached", "--name-only"]);
+    assert_eq!(staged.trim(), ".kdd-index/nodes/entity/Usuario.json");
+    r.git(&["commit", "-q", "-m", "heal"]);
+    verify(&r, "HEAD");
+}
+
+#[test]
+fn kdd_merge_0_falls_back_to_text_merge_and_resolve_repairs() {
+    let r = installed();
+    let p = "specs/01-domain/entities/Pedido.md";
+    r.git(&["checkout", "-q", "-b", "other"]);
+    r.write(p, &spec("Pedido", "entity", "theirs", "b0", &["Usuario"]));
+    r.git(&["commit", "-q", "-a", "-m", "theirs"]);
+    r.git(&["checkout", "-q", "main"]);
+    r.write(p, &spec("Pedido", "entity", "a0", "ours", &["Usuario"]));
+    r.git(&["commit", "-q", "-a", "-m", "ours"]);
+    let o = crate::repo::command("git", &r.dir)
+        .env("KDD_MERGE", "0")
+        .args(["merge", "-q", "--no-edit", "other"])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success(),
+        "the text merge of the node must conflict"
+    );
+    assert!(!kdd_markers(&r).is_empty());
+    // Specs merged cleanly; only the index is conflicted.
+    let o = r.kdd(&["resolve"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(kdd_markers(&r).is_empty());
+    r.git(&["commit", "-q", "--no-edit"]);
+    verify(&r, "HEAD");
+}
+
+#[test]
+fn resolve_refuses_while_specs_are_conflicted() {
+    let r = installed();
+    let p = "specs/01-domain/entities/Pedido.md";
+    r.git(&["checkout", "-q", "-b", "other"]);
+    r.write(p, &spec("Pedido", "entity", "X", "b0", &["Usuario"]));
+    r.git(&["commit", "-q", "-a", "-m", "x"]);
+    r.git(&["checkout", "-q", "main"]);
+    r.write(p, &spec("Pedido", "entity", "Y", "b0", &["Usuario"]));
+    r.git(&["commit", "-q", "-a", "-m", "y"]);
+    assert!(!r.git_out(&["merge", "-q", "other"]).status.success());
+    let o = r.kdd(&["resolve"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.contains(p), "{:?}", text(&o));
+    assert!(
+        kdd_markers(&r).is_empty(),
+        "the driver must not leave markers"
+    );
+}
+
+#[test]
+fn markers_committed_by_a_user_are_healed_by_pre_commit() {
+    let r = installed();
+    let p = "specs/01-domain/entities/Pedido.md";
+    r.git(&["checkout", "-q", "-b", "other"]);
+    r.write(
+        p,
+        &spec("Pedido", "entity", "theirs", "b0", &["Usuario", "Cliente"]),
+    );
+    r.git(&["commit", "-q", "-a", "-m", "theirs"]);
+    r.git(&["checkout", "-q", "main"]);
+    r.write(
+        p,
+        &spec("Pedido", "entity", "a0", "ours", &["Usuario", "Reto"]),
+    );
+    r.git(&["commit", "-q", "-a", "-m", "ours"]);
+    // Like a clone without the driver: git's text merge writes markers into the index files.
+    let o = crate::repo::command("git", &r.dir)
+        .env("KDD_MERGE", "0")
+        .args(["merge", "-q", "--no-edit", "other"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(!kdd_markers(&r).is_empty());
+    // The user "resolves" by adding everything as is; pre-commit heals it.
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-q", "--no-edit"]);
+    assert!(kdd_markers(&r).is_empty());
+    verify(&r, "HEAD");
 }

@@ -2,7 +2,7 @@
 //! loopback: validation, limits, auth, timeouts) and a bare repository receiving pushes from two
 //! clones through the post-receive hook, all on real temp git repositories.
 
-use crate::util::{bin_dir, command, text, Repo};
+use crate::repo::{bin_dir, command, text, Repo};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -1,119 +1,132 @@
-//! Shared helpers for integration tests: temporary git repositories isolated from the user's
-//! git configuration, and running the real binaries.
+//! Small generic helpers shared by the integration tests: temp git repos, running the real
+//! binaries, copying fixtures, hashing trees, locating `../shared`.
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// Directory holding the built binaries (`kdd`, `kdd-hook`, `kdd-merge-driver`).
-pub fn bin_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_kdd"))
-        .parent()
-        .expect("bin dir")
-        .to_path_buf()
+/// The crate root (where `Cargo.toml` is).
+pub fn crate_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A `Command` for `program` in `dir`, isolated from global/system git config, with the kdd
-/// binaries first on PATH.
-pub fn command(program: impl AsRef<std::ffi::OsStr>, dir: &Path) -> Command {
-    let mut c = Command::new(program);
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut paths = vec![bin_dir()];
-    paths.extend(std::env::split_paths(&path));
-    c.current_dir(dir)
-        .env("PATH", std::env::join_paths(paths).expect("PATH"))
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+/// A fixture folder under `fixtures/`.
+pub fn fixture(name: &str) -> PathBuf {
+    crate_root().join("fixtures").join(name)
+}
+
+/// `../shared` next to the crate (or one level further up, for git worktrees), when present.
+/// Tests that need it print a line and return when this is `None`.
+pub fn shared_dir() -> Option<PathBuf> {
+    let root = crate_root();
+    [root.join("../shared"), root.join("../../shared")]
+        .into_iter()
+        .find(|p| p.join("corpus").is_dir())
+}
+
+/// Run `git` in `dir`, panicking with its stderr on failure.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "kdd test")
-        .env("GIT_AUTHOR_EMAIL", "test@kdd.invalid")
-        .env("GIT_COMMITTER_NAME", "kdd test")
-        .env("GIT_COMMITTER_EMAIL", "test@kdd.invalid")
-        .env("GIT_EDITOR", "true")
-        .env("GIT_MERGE_AUTOEDIT", "no")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_INDEX_FILE")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("KDD_HOOK")
-        .env_remove("KDD_MERGE")
-        .env_remove("KDD_SPECS")
-        .env("KDD_NO_EMBED", "1");
-    c
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Output as text (stdout, stderr).
-pub fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
+/// A fresh temp git repository (with a committer identity).
+pub fn git_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    git(dir.path(), &["config", "user.email", "test@example.com"]);
+    git(dir.path(), &["config", "user.name", "Test"]);
+    git(dir.path(), &["config", "commit.gpgsign", "false"]);
+    dir
+}
+
+/// Recursively copy `src` into `dst` (created).
+pub fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).expect("mkdir");
+    for e in std::fs::read_dir(src).expect("read fixture dir") {
+        let e = e.expect("entry");
+        let to = dst.join(e.file_name());
+        if e.file_type().expect("file type").is_dir() {
+            copy_dir(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), &to).expect("copy");
+        }
+    }
+}
+
+/// A temp git repo holding a copy of `fixtures/<name>` at its root.
+pub fn repo_with_fixture(name: &str) -> tempfile::TempDir {
+    let dir = git_repo();
+    copy_dir(&fixture(name), dir.path());
+    dir
+}
+
+/// Run the real `kdd` binary in `dir`. Embeddings are off (`KDD_NO_EMBED=1`) so results do not
+/// depend on whether a model is installed; L2 tests use [`kdd_env`].
+pub fn kdd(dir: &Path, args: &[&str]) -> Output {
+    kdd_env(dir, args, &[("KDD_NO_EMBED", "1")])
+}
+
+/// Run the real `kdd` binary in `dir` with extra environment variables (the warm embedder
+/// server is off unless `KDD_EMBED_WARM` is given).
+pub fn kdd_env(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kdd"));
+    c.args(args)
+        .current_dir(dir)
+        .env_remove("KDD_SPECS")
+        .env_remove("KDD_CACHE_DIR")
+        .env_remove("KDD_NO_EMBED")
+        .env_remove("KDD_TEST_EMBEDDER")
+        .env("KDD_EMBED_WARM", "0");
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.output().expect("kdd runs")
+}
+
+/// stdout + stderr of an output, for assertion messages.
+pub fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
     )
 }
 
-/// A temporary git repository (deleted on drop).
-pub struct Repo {
-    pub tmp: tempfile::TempDir,
-    pub dir: PathBuf,
-}
-
-impl Repo {
-    /// `git init -b main` with a local identity.
-    pub fn new() -> Repo {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let dir = tmp.path().join("repo");
-        std::fs::create_dir_all(&dir).unwrap();
-        let r = Repo { tmp, dir };
-        r.git(&["init", "-q", "-b", "main"]);
-        r.git(&["config", "user.name", "kdd test"]);
-        r.git(&["config", "user.email", "test@kdd.invalid"]);
-        r
-    }
-
-    /// A repository object for another directory (clone, worktree) sharing this temp dir.
-    pub fn at(&self, dir: PathBuf) -> Repo {
-        Repo {
-            tmp: tempfile::tempdir().expect("tempdir"),
-            dir,
+/// Every file under `root` (relative path → bytes), sorted.
+pub fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                walk(base, &p, out);
+            } else {
+                let rel = p
+                    .strip_prefix(base)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                out.insert(rel, std::fs::read(&p).unwrap_or_default());
+            }
         }
     }
-
-    /// Run git; panic with its output on failure; return stdout.
-    pub fn git(&self, args: &[&str]) -> String {
-        let o = self.git_out(args);
-        let (out, err) = text(&o);
-        assert!(o.status.success(), "git {args:?} failed:\n{out}\n{err}");
-        out
-    }
-
-    /// Run git and return the raw output.
-    pub fn git_out(&self, args: &[&str]) -> Output {
-        command("git", &self.dir)
-            .args(args)
-            .output()
-            .expect("run git")
-    }
-
-    /// Run the `kdd` binary.
-    pub fn kdd(&self, args: &[&str]) -> Output {
-        command(env!("CARGO_BIN_EXE_kdd"), &self.dir)
-            .args(args)
-            .output()
-            .expect("run kdd")
-    }
-
-    /// Write a file (creating directories).
-    pub fn write(&self, rel: &str, content: &str) {
-        let p = self.dir.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, content).unwrap();
-    }
-
-    /// Read a file as text.
-    pub fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
-    }
-
-    /// True when a work-tree path exists.
-    pub fn exists(&self, rel: &str) -> bool {
-        self.dir.join(rel).exists()
-    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
 }

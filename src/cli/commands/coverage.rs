@@ -1,12 +1,54 @@
-//! `kdd coverage` (not yet implemented).
+//! `kdd coverage <node>`: which related artifacts a node has and lacks (QRY-005).
 
-use crate::cli::{ExitStatus, GlobalArgs};
+use super::query::{fail, hl, open_cache};
+use crate::cli::{output, ExitStatus, GlobalArgs};
+use crate::query::{self, CoverageRequest};
 
 /// Arguments of `kdd coverage`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Full id (`Entity:Pedido`), short id (`UC-004`), file stem or path.
+    pub node: String,
+}
 
-/// Run the subcommand.
-pub fn run(_args: &Args, _global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    anyhow::bail!("`kdd coverage` is not implemented yet")
+/// Run the subcommand. Exit 1 when something required is missing.
+pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
+    let cache = match open_cache(global, false) {
+        Ok(c) => c,
+        Err(e) => return fail(global, &e),
+    };
+    let r = match query::coverage(
+        &cache,
+        &CoverageRequest {
+            node: args.node.clone(),
+        },
+    ) {
+        Ok(r) => r,
+        Err(e) => return fail(global, &e),
+    };
+    if global.json {
+        output::json(&r)?;
+    } else {
+        let mut s = format!(
+            "coverage of {} ({}): {:.1}%\n",
+            hl(&r.analyzed_node.id),
+            r.analyzed_node.kind,
+            r.coverage_percent
+        );
+        for c in &r.required {
+            s.push_str(&format!(
+                "  [{}] {} — {}: {}\n",
+                if c.status == "covered" { "x" } else { " " },
+                c.category,
+                c.description,
+                c.found.join(", ")
+            ));
+        }
+        output::data(&s)?;
+    }
+    Ok(if r.missing == 0 {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failure
+    })
 }

@@ -1,12 +1,364 @@
-//! `kdd doctor` (not yet implemented).
+//! `kdd doctor [--json]`: check the installation and report a list of checks, each with a status,
+//! a message and (when something is wrong) the command that fixes it.
+//!
+//! The report is a flat list so other areas add their own checks by pushing more [`Check`]s
+//! (see [`collect`]): runtime, models, active model, index level of the current repository.
+//! Exit status: 0 when no check failed, 1 otherwise.
+//!
+//! The hidden `--embed-server SOCKET` flag runs the warm embedder process
+//! ([`crate::embed::warm`]); it is started automatically by other commands, never by hand.
 
-use crate::cli::{ExitStatus, GlobalArgs};
+use crate::cli::{output, ExitStatus, GlobalArgs};
+use crate::embed::model::{self, data_dir, discover, runtime_path, ModelChoice, ORT_VERSION};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// Arguments of `kdd doctor`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Do not load the active model (faster; skips the load-time figure).
+    #[arg(long)]
+    pub no_load: bool,
+    /// Run the warm embedder server on this socket (internal).
+    #[arg(long, hide = true, value_name = "SOCKET")]
+    pub embed_server: Option<PathBuf>,
+}
+
+/// Outcome of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Info,
+    Warn,
+    Fail,
+}
+
+impl Status {
+    fn label(self) -> &'static str {
+        match self {
+            Status::Ok => "ok  ",
+            Status::Info => "info",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        }
+    }
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// Stable identifier (`runtime`, `model:<name>`, `active-model`, `index`…).
+    pub name: String,
+    pub status: Status,
+    pub message: String,
+    /// Command or action that fixes a warn/fail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn new(name: impl Into<String>, status: Status, message: impl Into<String>) -> Check {
+        Check {
+            name: name.into(),
+            status,
+            message: message.into(),
+            fix: None,
+        }
+    }
+
+    fn fix(mut self, fix: impl Into<String>) -> Check {
+        self.fix = Some(fix.into());
+        self
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub checks: Vec<Check>,
+}
 
 /// Run the subcommand.
-pub fn run(_args: &Args, _global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    anyhow::bail!("`kdd doctor` is not implemented yet")
+pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
+    if let Some(socket) = &args.embed_server {
+        crate::embed::warm::serve(socket)?;
+        return Ok(ExitStatus::Success);
+    }
+    let report = Report {
+        checks: collect(args, global),
+    };
+    if global.json {
+        output::json(&report)?;
+    } else {
+        let mut text = String::new();
+        for c in &report.checks {
+            text.push_str(&format!(
+                "{} {:<14} {}\n",
+                c.status.label(),
+                c.name,
+                c.message
+            ));
+            if let Some(f) = &c.fix {
+                text.push_str(&format!("     {:<14} fix: {f}\n", ""));
+            }
+        }
+        output::data(&text)?;
+    }
+    Ok(if report.checks.iter().any(|c| c.status == Status::Fail) {
+        ExitStatus::Failure
+    } else {
+        ExitStatus::Success
+    })
+}
+
+/// Every check, in report order.
+pub fn collect(args: &Args, global: &GlobalArgs) -> Vec<Check> {
+    let mut checks = Vec::new();
+    embedding_checks(args, &mut checks);
+    index_check(global, &mut checks);
+    checks
+}
+
+const INSTALL: &str = "./install.sh (from the kdd source tree)";
+
+/// `sha256sum -c SHA256SUMS` in `dir`: Some(true/false), None when it cannot be run.
+fn verify_sums(dir: &Path) -> Option<Result<(), String>> {
+    if !dir.join("SHA256SUMS").is_file() {
+        return Some(Err("no SHA256SUMS manifest".into()));
+    }
+    let out = std::process::Command::new("sha256sum")
+        .args(["--quiet", "-c", "SHA256SUMS"])
+        .current_dir(dir)
+        .output()
+        .ok()?;
+    if out.status.success() {
+        Some(Ok(()))
+    } else {
+        let detail = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .chain(String::from_utf8_lossy(&out.stderr).lines())
+            .next()
+            .unwrap_or("mismatch")
+            .to_string();
+        Some(Err(detail))
+    }
+}
+
+fn embedding_checks(args: &Args, checks: &mut Vec<Check>) {
+    let data = data_dir();
+    checks.push(Check::new(
+        "data-dir",
+        Status::Info,
+        match &data {
+            Some(d) => format!("{} (KDD_DATA_DIR overrides)", d.display()),
+            None => "unknown (HOME unset; set KDD_DATA_DIR)".into(),
+        },
+    ));
+    // Runtime.
+    let rt = runtime_path();
+    if !rt.exists() {
+        checks.push(
+            Check::new(
+                "runtime",
+                Status::Warn,
+                format!(
+                    "ONNX Runtime not found at {} (indexing runs at L1)",
+                    rt.display()
+                ),
+            )
+            .fix(INSTALL),
+        );
+    } else {
+        match model::runtime_version(&rt) {
+            Ok(v) => {
+                let status = if v == ORT_VERSION {
+                    Status::Ok
+                } else {
+                    Status::Info
+                };
+                checks.push(Check::new(
+                    "runtime",
+                    status,
+                    format!("ONNX Runtime {v} at {}", rt.display()),
+                ));
+            }
+            Err(e) => checks.push(Check::new("runtime", Status::Fail, e.to_string()).fix(INSTALL)),
+        }
+        if let Some(lib_dir) = rt.parent() {
+            if lib_dir.join("SHA256SUMS").is_file() {
+                checks.push(sums_check("runtime-files", lib_dir));
+            }
+        }
+    }
+    // Installed models.
+    if let Some(models) = data.as_ref().map(|d| d.join("models")) {
+        let mut names: Vec<String> = std::fs::read_dir(&models)
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.path().is_dir())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| !n.starts_with('.'))
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        if names.is_empty() {
+            checks.push(
+                Check::new(
+                    "models",
+                    Status::Warn,
+                    format!("no model installed in {}", models.display()),
+                )
+                .fix(INSTALL),
+            );
+        }
+        for n in names {
+            checks.push(sums_check(&format!("model:{n}"), &models.join(&n)));
+        }
+    }
+    // Active model.
+    match discover() {
+        ModelChoice::Disabled => checks.push(Check::new(
+            "active-model",
+            Status::Info,
+            "embeddings disabled by KDD_NO_EMBED=1 (L1)",
+        )),
+        ModelChoice::Test => checks.push(Check::new(
+            "active-model",
+            Status::Warn,
+            "KDD_TEST_EMBEDDER=1: the hashed TEST embedder is active (not semantic)",
+        )),
+        ModelChoice::Model(spec) => {
+            if let Some(missing) = spec.missing_file() {
+                checks.push(
+                    Check::new(
+                        "active-model",
+                        Status::Warn,
+                        format!(
+                            "{}: {} is missing (indexing runs at L1)",
+                            spec.id,
+                            missing.display()
+                        ),
+                    )
+                    .fix(INSTALL),
+                );
+            } else if args.no_load {
+                checks.push(Check::new(
+                    "active-model",
+                    Status::Ok,
+                    format!(
+                        "{} at {} (not loaded: --no-load)",
+                        spec.id,
+                        spec.dir.display()
+                    ),
+                ));
+            } else {
+                let t = Instant::now();
+                match model::FastEmbedder::load(&spec) {
+                    Ok(m) => checks.push(Check::new(
+                        "active-model",
+                        Status::Ok,
+                        format!(
+                            "{} ({} dims) at {}; loads in {:.2}s",
+                            spec.id,
+                            crate::embed::Embedder::dims(&m),
+                            spec.dir.display(),
+                            t.elapsed().as_secs_f64()
+                        ),
+                    )),
+                    Err(e) => checks
+                        .push(Check::new("active-model", Status::Fail, e.to_string()).fix(INSTALL)),
+                }
+            }
+        }
+    }
+}
+
+fn sums_check(name: &str, dir: &Path) -> Check {
+    match verify_sums(dir) {
+        Some(Ok(())) => Check::new(
+            name,
+            Status::Ok,
+            format!("{} (checksums ok)", dir.display()),
+        ),
+        Some(Err(e)) => Check::new(
+            name,
+            Status::Fail,
+            format!("{}: checksum check failed: {e}", dir.display()),
+        )
+        .fix(format!("{INSTALL} (re-provisions what is damaged)")),
+        None => Check::new(
+            name,
+            Status::Info,
+            format!("{} (sha256sum unavailable: not verified)", dir.display()),
+        ),
+    }
+}
+
+fn index_check(global: &GlobalArgs, checks: &mut Vec<Check>) {
+    let settings = match global.settings() {
+        Ok(s) => s,
+        Err(_) => {
+            checks.push(Check::new(
+                "index",
+                Status::Info,
+                "not inside a git repository",
+            ));
+            return;
+        }
+    };
+    let manifest = settings.index_dir.join("manifest.json");
+    if !manifest.exists() {
+        checks.push(
+            Check::new(
+                "index",
+                Status::Info,
+                format!("{}: no index yet", settings.repo_root.display()),
+            )
+            .fix("kdd index"),
+        );
+        return;
+    }
+    match crate::artifact::read_manifest(&manifest) {
+        Err(e) => checks.push(Check::new("index", Status::Fail, e.to_string()).fix("kdd index")),
+        Ok(m) => {
+            let level = format!("{:?}", m.index_level);
+            let mut msg = format!("{}: index level {level}", settings.repo_root.display());
+            let mut status = Status::Ok;
+            let mut fix = None;
+            if let Some(e) = &m.embedding {
+                msg.push_str(&format!(
+                    ", embeddings {} ({} dims, {})",
+                    e.model, e.dimensions, e.quantization
+                ));
+                if let Some(active) = discover().model_id() {
+                    if active != e.model {
+                        status = Status::Warn;
+                        msg.push_str(&format!("; the active model is {active}"));
+                        fix = Some("kdd index (re-embeds with the active model)".to_string());
+                    }
+                }
+            } else if discover().model_id().is_some()
+                && discover_loadable()
+                && m.index_level == crate::artifact::IndexLevel::L1
+            {
+                status = Status::Info;
+                msg.push_str("; a model is installed now");
+                fix = Some("kdd index (upgrades the index to L2)".to_string());
+            }
+            let mut c = Check::new("index", status, msg);
+            c.fix = fix;
+            checks.push(c);
+        }
+    }
+}
+
+fn discover_loadable() -> bool {
+    match discover() {
+        ModelChoice::Model(spec) => spec.missing_file().is_none() && spec.runtime.exists(),
+        ModelChoice::Test => true,
+        ModelChoice::Disabled => false,
+    }
 }

@@ -78,7 +78,13 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             return Ok(ExitStatus::Success);
         }
     };
-    match hook::heal(&settings, Options { stage: true }) {
+    match hook::heal(
+        &settings,
+        Options {
+            stage: true,
+            extras: None,
+        },
+    ) {
         Ok(report) => {
             print_report(&report, &args.name);
             if let Some(ev) = event {
@@ -96,7 +102,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
 
 fn print_report(r: &Report, name: &str) {
     for d in &r.diagnostics {
-        output::error(&format!("{d} (its previous index entry is kept)"));
+        output::info(&format!("kdd: {d}"));
     }
     if !r.conflicted_specs.is_empty() {
         output::warn(&format!(

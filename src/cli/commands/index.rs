@@ -33,12 +33,33 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             output::info(&format!("kdd: indexing {done}/{total} files"));
         }
     };
+    // L2 when the embedding runtime + model are available, else L1 with a warning (embed owns this).
+    let level = crate::embed::extras::for_index(&settings.cache_dir);
+    if let crate::embed::extras::Level::L1(_, why) = &level {
+        output::warn(why);
+    }
     let opts = crate::index::Options {
-        extras: None,
+        extras: Some(level.extras()),
         progress: Some(&progress),
     };
     let started = std::time::Instant::now();
     let out = crate::index::full(&settings, &opts)?;
+    if let crate::embed::extras::Level::L2(x) = &level {
+        for w in x.warnings() {
+            output::warn(&w);
+        }
+        let s = x.stats();
+        let kinds: Vec<String> = s.per_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        output::info(&format!(
+            "kdd: L2 embeddings ({}): {} chunks, {} embedded, {} reused in {:.2}s; per kind: {}",
+            x.model_id(),
+            s.chunks,
+            s.embedded,
+            s.reused,
+            s.embed_time.as_secs_f64(),
+            kinds.join(", ")
+        ));
+    }
     for d in &out.diagnostics {
         if d.severity == Severity::Error || !args.quiet {
             output::info(&d.to_string());

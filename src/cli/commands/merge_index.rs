@@ -17,6 +17,10 @@ pub struct Args {
     /// Only report; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Refuse to merge when any node conflicts (CMD-004 `fail_on_conflict`), instead of
+    /// last-write-wins.
+    #[arg(long)]
+    pub fail_on_conflict: bool,
 }
 
 /// Run the subcommand.
@@ -30,6 +34,19 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         }
         Err(e) => return Err(e.into()),
     };
+    if args.fail_on_conflict && !report.conflicts_resolved.is_empty() {
+        output::error(&format!(
+            "Merge aborted: {} conflicts detected ({})",
+            report.conflicts_resolved.len(),
+            report
+                .conflicts_resolved
+                .iter()
+                .map(|c| c.node.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        return Ok(ExitStatus::Failure);
+    }
     if !args.dry_run {
         let out = match &args.output {
             Some(o) => o.clone(),
@@ -38,6 +55,14 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             }
             None => settings.index_dir.clone(),
         };
+        let is_index = out.join("manifest.json").exists()
+            || std::fs::read_dir(&out).map_or(true, |mut d| d.next().is_none());
+        if !is_index {
+            anyhow::bail!(
+                "{}: not empty and not a kdd index (no manifest.json); pass an empty or index directory",
+                out.display()
+            );
+        }
         let paths = crate::artifact::ArtifactPaths::new(&out);
         for (rel, bytes) in &report.files {
             crate::artifact::write_if_changed(&paths.abs(rel), bytes)?;

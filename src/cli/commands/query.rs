@@ -1,12 +1,192 @@
-//! `kdd query` (not yet implemented).
+//! `kdd query "<text>"`: QRY-003 hybrid search (semantic + lexical + graph). Also hosts the
+//! helpers shared by the other retrieval commands (opening the cache, printing errors).
 
-use crate::cli::{ExitStatus, GlobalArgs};
+use crate::cli::{output, ExitStatus, GlobalArgs};
+use crate::query::{self, HybridRequest, HybridResponse};
+use crate::spec::{Kind, Layer};
 
 /// Arguments of `kdd query`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// What to look for, in natural language (≥ 3 characters).
+    pub text: String,
+    /// Only these kinds (repeatable or comma-separated: `business-rule,use-case`).
+    #[arg(long, value_delimiter = ',', value_parser = parse_kind)]
+    pub kind: Vec<Kind>,
+    /// Only these layers (`01-domain`, `02`, `behavior`…).
+    #[arg(long, value_delimiter = ',', value_parser = parse_layer)]
+    pub layer: Vec<Layer>,
+    /// Only this domain (multi-domain repositories).
+    #[arg(long)]
+    pub domain: Option<String>,
+    /// Maximum results (1–100).
+    #[arg(long, short = 'n', default_value_t = 10)]
+    pub limit: usize,
+    /// Minimum fused score (0–1).
+    #[arg(long, default_value_t = 0.0)]
+    pub min_score: f32,
+    /// Graph expansion depth (1–5).
+    #[arg(long, default_value_t = 2)]
+    pub depth: u8,
+    /// Do not expand the top hits through the graph.
+    #[arg(long)]
+    pub no_expand: bool,
+    /// Skip edges that violate BR-LAYER-001 during expansion (default).
+    #[arg(long, overrides_with = "no_respect_layers")]
+    pub respect_layers: bool,
+    /// Follow edges that violate BR-LAYER-001 too.
+    #[arg(long)]
+    pub no_respect_layers: bool,
+    /// Token budget of the answer.
+    #[arg(long, default_value_t = 8000)]
+    pub max_tokens: usize,
+}
+
+/// Parse a kind name for clap.
+pub fn parse_kind(s: &str) -> Result<Kind, String> {
+    Kind::parse(s).ok_or_else(|| format!("unknown kind `{s}`"))
+}
+
+/// Parse a layer name for clap.
+pub fn parse_layer(s: &str) -> Result<Layer, String> {
+    Layer::parse(s).ok_or_else(|| format!("unknown layer `{s}`"))
+}
+
+/// Open the cache (building or refreshing it), loading the query embedder for L2 indexes.
+pub fn open_cache(
+    global: &GlobalArgs,
+    want_embedder: bool,
+) -> Result<crate::cache::Cache, query::Error> {
+    let settings = global
+        .settings()
+        .map_err(|e| query::Error::IndexUnavailable(format!("{e:#}")))?;
+    let mut cache = query::open(&settings)?;
+    if let Some(stats) = cache.last_update() {
+        for e in &stats.errors {
+            output::warn(e);
+        }
+    }
+    if want_embedder && cache.level() >= crate::artifact::IndexLevel::L2 {
+        match query::embedder_for(cache.manifest(), Some(&settings.cache_dir)) {
+            Ok(e) => cache.set_embedder(e),
+            Err(reason) => cache.set_embedder_unavailable(reason),
+        }
+    }
+    Ok(cache)
+}
+
+/// Report a query error: JSON on stdout with `--json`, a message on stderr otherwise. Returns
+/// the exit status (1 for "nothing found" errors, 2 otherwise).
+pub fn fail(global: &GlobalArgs, e: &query::Error) -> anyhow::Result<ExitStatus> {
+    let status = match e {
+        query::Error::NodeNotFound(_) => ExitStatus::Failure,
+        _ => ExitStatus::Error,
+    };
+    if global.json {
+        output::json(&serde_json::json!({"error": {"code": e.code(), "message": e.to_string()}}))?;
+    } else {
+        output::error(&e.to_string());
+    }
+    Ok(status)
+}
+
+/// True when stdout may be coloured (NO_COLOR unset and stdout is a terminal).
+pub fn color() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+}
+
+/// Bold/cyan an id when colour is allowed.
+pub fn hl(s: &str) -> String {
+    if color() {
+        format!("\x1b[1;36m{s}\x1b[0m")
+    } else {
+        s.to_string()
+    }
+}
+
+/// Human rendering of a hybrid or search answer.
+pub fn print_hits(hits: &[query::Hit]) -> std::io::Result<()> {
+    let mut out = String::new();
+    for (i, h) in hits.iter().enumerate() {
+        out.push_str(&format!(
+            "{:>2}. {:.3}  {}  {} — {}\n    {}  [{}{}]\n    {}\n",
+            i + 1,
+            h.score,
+            hl(&h.node_id),
+            h.kind,
+            h.title,
+            h.source_file,
+            h.match_source,
+            h.reached_via
+                .as_deref()
+                .map(|v| format!(" via {v}"))
+                .unwrap_or_default(),
+            h.snippet
+        ));
+    }
+    output::data(&out)
+}
+
+fn print_human(r: &HybridResponse) -> std::io::Result<()> {
+    for w in &r.warnings {
+        output::warn(&format!("{}: {}", w.code, w.message));
+    }
+    if r.results.is_empty() {
+        output::info("no results");
+        return Ok(());
+    }
+    print_hits(&r.results)?;
+    if !r.graph_expansion.is_empty() {
+        let mut s = String::from("graph:\n");
+        for e in &r.graph_expansion {
+            s.push_str(&format!(
+                "    {} -{}-> {}\n",
+                e.from_node, e.edge_type, e.to_node
+            ));
+        }
+        output::data(&s)?;
+    }
+    output::info(&format!(
+        "{} results, ~{} tokens",
+        r.total_results, r.total_tokens
+    ));
+    Ok(())
+}
 
 /// Run the subcommand.
-pub fn run(_args: &Args, _global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    anyhow::bail!("`kdd query` is not implemented yet")
+pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
+    let req = HybridRequest {
+        query: args.text.clone(),
+        kinds: args.kind.clone(),
+        layers: args.layer.clone(),
+        domain: args.domain.clone(),
+        limit: args.limit,
+        min_score: args.min_score,
+        depth: args.depth,
+        expand: !args.no_expand,
+        respect_layers: !args.no_respect_layers,
+        max_tokens: args.max_tokens,
+    };
+    if req.query.trim().chars().count() < 3 {
+        return fail(global, &query::Error::QueryTooShort);
+    }
+    let cache = match open_cache(global, true) {
+        Ok(c) => c,
+        Err(e) => return fail(global, &e),
+    };
+    let r = match query::hybrid(&cache, &req) {
+        Ok(r) => r,
+        Err(e) => return fail(global, &e),
+    };
+    if global.json {
+        output::json(&r)?;
+    } else {
+        print_human(&r)?;
+    }
+    Ok(if r.results.is_empty() {
+        ExitStatus::Failure
+    } else {
+        ExitStatus::Success
+    })
 }

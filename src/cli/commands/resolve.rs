@@ -21,13 +21,15 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         &settings,
         Options {
             stage: !args.no_stage,
+            // L2: the same extras `kdd index` uses (embed step).
+            extras: None,
         },
     )?;
     if global.json {
         output::json(&report)?;
     } else {
         for d in &report.diagnostics {
-            output::error(&d.to_string());
+            output::info(&format!("kdd: {d}"));
         }
         output::info(&format!(
             "kdd resolve: {} specs, re-derived {}, wrote {}, removed {} under .kdd-index/{}",

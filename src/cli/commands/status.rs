@@ -1,12 +1,253 @@
-//! `kdd status` (not yet implemented).
+//! `kdd status`: what the committed index says and how it compares with the work tree.
+//!
+//! Counts per kind and edge type, orphan links, layer violations, duplicate ids, spec files
+//! that could not be indexed (with the reason), and stale nodes (spec changed or gone since it
+//! was indexed) or unindexed specs. Human text on stdout, or `--json`. Exit 0 when the index
+//! is present (even with findings), 2 when there is no index.
 
-use crate::cli::{ExitStatus, GlobalArgs};
+use crate::cli::{output, ExitStatus, GlobalArgs};
+use crate::graph::{Duplicate, Edge, Graph, Orphan};
+use crate::spec::{Diagnostic, Severity};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
 
 /// Arguments of `kdd status`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// How many items of each list to print in text mode (0 = all).
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+}
+
+/// A node whose spec no longer matches.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stale {
+    pub id: String,
+    pub source_file: String,
+    /// `changed` or `missing`.
+    pub reason: &'static str,
+}
+
+/// The JSON report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub specs_root: String,
+    pub spec_files: usize,
+    pub nodes: usize,
+    pub edges: usize,
+    pub kinds: BTreeMap<String, usize>,
+    pub edge_types: BTreeMap<String, usize>,
+    pub orphans: Vec<Orphan>,
+    pub layer_violations: Vec<ViolationRow>,
+    pub duplicates: Vec<Duplicate>,
+    /// Spec files with an error (not indexed) and why.
+    pub files_with_errors: Vec<Diagnostic>,
+    pub stale: Vec<Stale>,
+    /// Spec files in the work tree that have no node in the index (new, or failed).
+    pub unindexed: Vec<String>,
+    /// Artifact files that could not be read.
+    pub corrupt: Vec<String>,
+}
+
+/// One layer violation with the layers spelled out.
+#[derive(Debug, Clone, Serialize)]
+pub struct ViolationRow {
+    #[serde(flatten)]
+    pub edge: Edge,
+    pub from_layer: String,
+    pub to_layer: String,
+}
+
+/// Build the report (also used by tests and other commands).
+pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
+    let manifest = settings.index_dir.join("manifest.json");
+    let nodes_dir = settings.index_dir.join("nodes");
+    if !manifest.exists() && !nodes_dir.exists() {
+        anyhow::bail!(
+            "{}: no kdd index here yet; run `kdd index` first",
+            settings.index_dir.display()
+        );
+    }
+    let (graph, errors) = Graph::load(&settings.index_dir)?;
+    let files = if settings.bare {
+        Vec::new()
+    } else {
+        crate::index::list_specs(settings).unwrap_or_default()
+    };
+    let by_file: HashMap<&str, &crate::spec::Node> = graph
+        .nodes
+        .iter()
+        .map(|n| (n.source_file.as_str(), n))
+        .collect();
+    let mut stale = Vec::new();
+    let mut unindexed = Vec::new();
+    let mut files_with_errors = Vec::new();
+    if !settings.bare {
+        for n in &graph.nodes {
+            match std::fs::read(settings.repo_root.join(&n.source_file)) {
+                Ok(b) => {
+                    if blake3::hash(&b).to_hex().as_str() != n.source_hash {
+                        stale.push(Stale {
+                            id: n.id.clone(),
+                            source_file: n.source_file.clone(),
+                            reason: "changed",
+                        });
+                    }
+                }
+                Err(_) => stale.push(Stale {
+                    id: n.id.clone(),
+                    source_file: n.source_file.clone(),
+                    reason: "missing",
+                }),
+            }
+        }
+        for f in &files {
+            if by_file.contains_key(f.as_str()) {
+                continue;
+            }
+            unindexed.push(f.clone());
+            let bytes = std::fs::read(settings.repo_root.join(f)).unwrap_or_default();
+            match crate::extract::extract(f, &bytes, &settings.specs_root) {
+                Err(d) => files_with_errors.push(d),
+                Ok(ex) => {
+                    if graph.node(&ex.node.id).is_some() {
+                        files_with_errors.push(Diagnostic {
+                            severity: Severity::Error,
+                            file: f.clone(),
+                            line: None,
+                            message: format!(
+                                "duplicate id `{}` (also in {})",
+                                ex.node.id,
+                                graph
+                                    .node(&ex.node.id)
+                                    .map_or("", |n| n.source_file.as_str())
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let layer_violations = graph
+        .violations()
+        .map(|e| ViolationRow {
+            from_layer: graph.nodes[e.from_idx as usize].layer.to_string(),
+            to_layer: graph.nodes[e.to_idx as usize].layer.to_string(),
+            edge: e.clone(),
+        })
+        .collect();
+    Ok(Report {
+        specs_root: settings.specs_root.clone(),
+        spec_files: files.len(),
+        nodes: graph.nodes.len(),
+        edges: graph.edges.len(),
+        kinds: graph
+            .kind_counts()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        edge_types: graph.edge_type_counts(),
+        orphans: graph.orphans.clone(),
+        layer_violations,
+        duplicates: graph.duplicates.clone(),
+        files_with_errors,
+        stale,
+        unindexed,
+        corrupt: errors.iter().map(|e| e.to_string()).collect(),
+    })
+}
+
+fn section<T>(out: &mut String, title: &str, items: &[T], limit: usize, f: impl Fn(&T) -> String) {
+    out.push_str(&format!("{title}: {}\n", items.len()));
+    let n = if limit == 0 {
+        items.len()
+    } else {
+        limit.min(items.len())
+    };
+    for i in &items[..n] {
+        out.push_str("  ");
+        out.push_str(&f(i));
+        out.push('\n');
+    }
+    if n < items.len() {
+        out.push_str(&format!(
+            "  … {} more (--limit 0 for all, or --json)\n",
+            items.len() - n
+        ));
+    }
+}
 
 /// Run the subcommand.
-pub fn run(_args: &Args, _global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    anyhow::bail!("`kdd status` is not implemented yet")
+pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
+    let settings = global.settings()?;
+    let r = report(&settings)?;
+    if global.json {
+        output::json(&r)?;
+        return Ok(ExitStatus::Success);
+    }
+    let mut out = String::new();
+    out.push_str(&format!(
+        "specs root: {} ({} spec files)\nnodes: {}   edges: {}\n",
+        r.specs_root, r.spec_files, r.nodes, r.edges
+    ));
+    let kinds: Vec<String> = r.kinds.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    out.push_str(&format!("kinds: {}\n", kinds.join(", ")));
+    let types: Vec<String> = r
+        .edge_types
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    out.push_str(&format!("edge types: {}\n", types.join(", ")));
+    let lim = args.limit;
+    section(&mut out, "orphan links", &r.orphans, lim, |o| {
+        let d = o
+            .domain
+            .as_deref()
+            .map(|d| format!("{d}::"))
+            .unwrap_or_default();
+        format!("{}: [[{d}{}]] ({})", o.source_file, o.to, o.edge_type)
+    });
+    section(
+        &mut out,
+        "layer violations",
+        &r.layer_violations,
+        lim,
+        |v| {
+            format!(
+                "{} ({}) -> {} ({}) [{}]",
+                v.edge.from, v.from_layer, v.edge.to, v.to_layer, v.edge.edge_type
+            )
+        },
+    );
+    section(&mut out, "duplicate ids", &r.duplicates, lim, |d| {
+        format!(
+            "{}: kept {}, dropped {}",
+            d.id,
+            d.kept,
+            d.dropped.join(", ")
+        )
+    });
+    section(
+        &mut out,
+        "files with errors",
+        &r.files_with_errors,
+        lim,
+        |d| d.to_string(),
+    );
+    section(&mut out, "stale nodes", &r.stale, lim, |s| {
+        format!("{} ({}): {}", s.id, s.source_file, s.reason)
+    });
+    section(&mut out, "unindexed spec files", &r.unindexed, lim, |s| {
+        s.clone()
+    });
+    if !r.corrupt.is_empty() {
+        section(&mut out, "unreadable artifacts", &r.corrupt, lim, |s| {
+            s.clone()
+        });
+    }
+    if !r.stale.is_empty() || !r.unindexed.is_empty() {
+        out.push_str("run `kdd index` to bring the index up to date\n");
+    }
+    output::data(&out)?;
+    Ok(ExitStatus::Success)
 }

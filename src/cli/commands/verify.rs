@@ -57,7 +57,7 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
         .iter()
         .find(|(p, _)| p == &format!("{}/manifest.json", crate::artifact::INDEX_DIR))
         .map(|(_, b)| b.clone());
-    let (expected, diags) = crate::git::derive_index(settings, &specs, manifest.as_deref());
+    let (expected, diags) = crate::git::derive_index(settings, &specs, manifest.as_deref(), None);
     let actual: BTreeMap<String, Vec<u8>> = arts
         .into_iter()
         .map(|(p, b)| (p[crate::artifact::INDEX_DIR.len() + 1..].to_string(), b))

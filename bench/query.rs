@@ -1,0 +1,3 @@
+//! Query benchmark (placeholder until the synthetic corpus generator lands).
+
+pub fn run(_args: &[String]) {}

@@ -1,0 +1,443 @@
+//! Embeddings (L2): content addressing through the real `kdd index`, L1 degradation when the
+//! runtime/model is missing, vector-file robustness, doctor, and — when the real model is
+//! installed (`./install.sh`) — real-model L2 on the shared corpus, cross-lingual ranking,
+//! determinism and the warm server. Real-model tests print a SKIP line when it is absent.
+
+use crate::util::{copy_dir, git_repo, kdd_env, shared_dir, text, tree};
+use kdd::embed::model::{discover, FastEmbedder, ModelChoice, ModelSpec};
+use kdd::embed::{chunk_spec, cosine, Embedder};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+const TEST: &[(&str, &str)] = &[("KDD_TEST_EMBEDDER", "1")];
+
+fn manifest(dir: &Path) -> serde_json::Value {
+    let bytes = std::fs::read(dir.join(".kdd-index/manifest.json")).expect("manifest");
+    serde_json::from_slice(&bytes).expect("manifest json")
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `N embedded` from the index summary line.
+fn embedded(o: &std::process::Output) -> usize {
+    let s = stderr(o);
+    let line = s
+        .lines()
+        .find(|l| l.contains("L2 embeddings"))
+        .unwrap_or_else(|| panic!("no L2 summary:\n{}", text(o)));
+    let before = line.split(" embedded").next().unwrap();
+    before.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+fn embeddings_files(dir: &Path) -> Vec<String> {
+    tree(&dir.join(".kdd-index"))
+        .into_keys()
+        .filter(|k| k.starts_with("embeddings/"))
+        .collect()
+}
+
+fn write_entity(dir: &Path, extra: &str) {
+    let p = dir.join("specs/01-domain/entities/Pedido.md");
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(
+        &p,
+        format!(
+            "---\nkind: entity\n---\n# Pedido\n\n## Descripción\n\nRepresenta un pedido de compra realizado por un usuario registrado, con sus líneas, importes, impuestos y la dirección de entrega elegida al confirmar.\n\nEl pedido tiene un ciclo de vida que va desde borrador hasta entregado o cancelado, y cada transición emite un evento de dominio{extra}.\n\n## Atributos\n\n| nombre | tipo |\n|---|---|\n| total | Money |\n"
+        ),
+    )
+    .unwrap();
+    let r = dir.join("specs/01-domain/rules/BR-PEDIDO-001.md");
+    std::fs::create_dir_all(r.parent().unwrap()).unwrap();
+    std::fs::write(
+        &r,
+        "---\nid: BR-PEDIDO-001\nkind: business-rule\n---\n# BR-PEDIDO-001: Cancelación\n\n## Declaración\n\nUn [[Pedido]] solo puede cancelarse mientras no haya sido enviado; después de enviarlo el cliente debe solicitar una devolución siguiendo el proceso habitual.\n\n## Por qué existe\n\nPorque los envíos ya salieron del almacén y cancelarlos costaría dinero a la empresa y confundiría al transportista.\n",
+    )
+    .unwrap();
+    let e = dir.join("specs/01-domain/events/EVT-Pedido-Cancelado.md");
+    std::fs::create_dir_all(e.parent().unwrap()).unwrap();
+    std::fs::write(
+        &e,
+        "---\nkind: event\n---\n# EVT-Pedido-Cancelado\n\n## Descripción\n\nSe emite cuando un pedido pasa a cancelado por petición del cliente antes del envío al transportista.\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn l2_index_reuses_vectors_and_reembeds_only_edited_paragraphs() {
+    let repo = git_repo();
+    let dir = repo.path();
+    write_entity(dir, "");
+    let o = kdd_env(dir, &["index"], TEST);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(embedded(&o), 3, "{}", text(&o));
+    let m = manifest(dir);
+    assert_eq!(m["index_level"], "L2");
+    assert_eq!(m["embedding"]["model"], "kdd-test-hashed-64");
+    assert_eq!(m["embedding"]["dimensions"], 64);
+    assert_eq!(m["embedding"]["quantization"], "int8-scaled");
+    // one vector file per spec, events included (header only)
+    assert_eq!(
+        embeddings_files(dir),
+        vec![
+            "embeddings/business-rule/BR-PEDIDO-001.bin".to_string(),
+            "embeddings/entity/Pedido.bin".to_string(),
+            "embeddings/event/EVT-Pedido-Cancelado.bin".to_string(),
+        ]
+    );
+    let before = tree(&dir.join(".kdd-index"));
+    // second run: nothing embedded, byte-identical tree
+    let o = kdd_env(dir, &["index"], TEST);
+    assert_eq!(embedded(&o), 0, "{}", text(&o));
+    assert_eq!(tree(&dir.join(".kdd-index")), before);
+    // edit one paragraph: exactly that chunk is embedded
+    write_entity(dir, " que otros contextos consumen");
+    let o = kdd_env(dir, &["index"], TEST);
+    assert_eq!(embedded(&o), 1, "{}", text(&o));
+    let bytes = std::fs::read(dir.join(".kdd-index/embeddings/entity/Pedido.bin")).unwrap();
+    let f = kdd::embed::decode("Pedido.bin", &bytes).unwrap();
+    assert_eq!(
+        (f.model.as_str(), f.dims, f.records.len()),
+        ("kdd-test-hashed-64", 64, 2)
+    );
+}
+
+#[test]
+fn missing_runtime_or_model_indexes_at_l1_with_a_warning_and_back_to_l2() {
+    let repo = git_repo();
+    let dir = repo.path();
+    write_entity(dir, "");
+    let empty = tempfile::tempdir().unwrap();
+    let data = empty.path().to_str().unwrap();
+    let o = kdd_env(dir, &["index"], &[("KDD_DATA_DIR", data)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("warning") && err.contains("not found"),
+        "{err}"
+    );
+    assert!(err.contains("install.sh") && err.contains("L1"), "{err}");
+    assert_eq!(manifest(dir)["index_level"], "L1");
+    assert!(manifest(dir).get("embedding").is_none());
+    assert!(embeddings_files(dir).is_empty());
+    // a model dir that lacks files: the warning names the missing file
+    let model_dir = empty.path().join("models/broken");
+    std::fs::create_dir_all(&model_dir).unwrap();
+    std::fs::write(model_dir.join("model.onnx"), b"not a model").unwrap();
+    let o = kdd_env(
+        dir,
+        &["index"],
+        &[
+            ("KDD_MODEL_DIR", model_dir.to_str().unwrap()),
+            ("KDD_DATA_DIR", data),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(stderr(&o).contains("tokenizer.json"), "{}", text(&o));
+    // model back → L2
+    let o = kdd_env(dir, &["index"], TEST);
+    assert_eq!(manifest(dir)["index_level"], "L2", "{}", text(&o));
+    assert_eq!(embedded(&o), 3);
+    // removed again → L1, the vector files are kept (nothing indexed is lost) …
+    let o = kdd_env(dir, &["index"], &[("KDD_NO_EMBED", "1")]);
+    assert!(o.status.success());
+    assert_eq!(manifest(dir)["index_level"], "L1");
+    assert_eq!(embeddings_files(dir).len(), 3);
+    // … and restoring embeds nothing new
+    let o = kdd_env(dir, &["index"], TEST);
+    assert_eq!(embedded(&o), 0, "{}", text(&o));
+}
+
+#[test]
+fn corrupt_vector_file_is_named_and_regenerated() {
+    let repo = git_repo();
+    let dir = repo.path();
+    write_entity(dir, "");
+    assert!(kdd_env(dir, &["index"], TEST).status.success());
+    let p = dir.join(".kdd-index/embeddings/entity/Pedido.bin");
+    let good = std::fs::read(&p).unwrap();
+    std::fs::write(&p, b"KDDV garbage").unwrap();
+    let o = kdd_env(dir, &["index"], TEST);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("embeddings/entity/Pedido.bin"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(embedded(&o), 2);
+    assert_eq!(std::fs::read(&p).unwrap(), good);
+}
+
+#[test]
+fn doctor_reports_checks_with_fixes() {
+    let repo = git_repo();
+    let dir = repo.path();
+    let empty = tempfile::tempdir().unwrap();
+    let o = kdd_env(
+        dir,
+        &["doctor", "--json", "--no-load"],
+        &[("KDD_DATA_DIR", empty.path().to_str().unwrap())],
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
+    let checks = v["checks"].as_array().unwrap();
+    let by = |n: &str| {
+        checks
+            .iter()
+            .find(|c| c["name"] == n)
+            .unwrap_or_else(|| panic!("{n}: {v}"))
+    };
+    assert_eq!(by("runtime")["status"], "warn");
+    assert!(by("runtime")["fix"]
+        .as_str()
+        .unwrap()
+        .contains("install.sh"));
+    assert_eq!(by("active-model")["status"], "warn");
+    assert!(by("index")["message"]
+        .as_str()
+        .unwrap()
+        .contains("no index"));
+    write_entity(dir, "");
+    assert!(kdd_env(dir, &["index"], TEST).status.success());
+    let o = kdd_env(dir, &["doctor"], TEST);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("index level L2") && out.contains("kdd-test-hashed-64"),
+        "{}",
+        text(&o)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real model (installed by ./install.sh): skipped with a message when absent.
+// ---------------------------------------------------------------------------------------------
+
+fn real_spec() -> Option<ModelSpec> {
+    match discover() {
+        ModelChoice::Model(spec) if spec.missing_file().is_none() && spec.runtime.exists() => {
+            Some(spec)
+        }
+        _ => None,
+    }
+}
+
+/// The real model, loaded once for all tests of this binary.
+fn real_model() -> Option<&'static Mutex<FastEmbedder>> {
+    static MODEL: OnceLock<Option<Mutex<FastEmbedder>>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let spec = real_spec()?;
+            match FastEmbedder::load(&spec) {
+                Ok(m) => Some(Mutex::new(m)),
+                Err(e) => panic!("the model looks installed but does not load: {e}"),
+            }
+        })
+        .as_ref()
+}
+
+fn skip(test: &str) {
+    println!("SKIP {test}: embedding model not installed (run ./install.sh)");
+}
+
+fn corpus() -> Option<PathBuf> {
+    shared_dir().map(|s| s.join("corpus/kdd-engine/specs"))
+}
+
+#[test]
+fn real_model_cross_lingual_self_written_pair() {
+    let Some(m) = real_model() else {
+        return skip("real_model_cross_lingual_self_written_pair");
+    };
+    let mut m = m.lock().unwrap();
+    let rules = [
+        "Un pedido solo puede cancelarse mientras no haya sido enviado al cliente.",
+        "La contraseña de un usuario debe tener al menos doce caracteres y renovarse cada año.",
+        "Las facturas se emiten en euros y redondean los importes a dos decimales.",
+    ];
+    let texts: Vec<String> = rules.iter().map(|s| s.to_string()).collect();
+    let v = m.embed_passages(&texts).unwrap();
+    let q = m
+        .embed_query("Can an order be cancelled after it was shipped?")
+        .unwrap();
+    let scores: Vec<f32> = v.iter().map(|x| cosine(&q, x)).collect();
+    assert!(scores[0] > scores[1] && scores[0] > scores[2], "{scores:?}");
+    let q = m.embed_query("password length policy").unwrap();
+    let scores: Vec<f32> = v.iter().map(|x| cosine(&q, x)).collect();
+    assert!(scores[1] > scores[0] && scores[1] > scores[2], "{scores:?}");
+}
+
+#[test]
+fn real_model_vectors_do_not_depend_on_batch_or_order() {
+    let Some(m) = real_model() else {
+        return skip("real_model_vectors_do_not_depend_on_batch_or_order");
+    };
+    let mut m = m.lock().unwrap();
+    let a: Vec<String> = vec![
+        "Texto corto.".into(),
+        "Un párrafo bastante más largo que habla de pedidos, envíos, devoluciones y de las reglas que los gobiernan en la tienda.".into(),
+        "Third text in English about the indexing pipeline and its levels.".into(),
+    ];
+    let v1 = m.embed_passages(&a).unwrap();
+    let mut rev = a.clone();
+    rev.reverse();
+    let mut v2 = m.embed_passages(&rev).unwrap();
+    v2.reverse();
+    assert_eq!(v1, v2, "vectors must be bit-identical whatever the batch");
+    let single = m.embed_passages(&a[1..2]).unwrap();
+    assert_eq!(single[0], v1[1]);
+}
+
+#[test]
+fn real_model_english_question_ranks_the_spanish_rule_first() {
+    let Some(dir) = corpus() else {
+        println!("SKIP real_model_english_question_ranks_the_spanish_rule_first: ../shared absent");
+        return;
+    };
+    let Some(m) = real_model() else {
+        return skip("real_model_english_question_ranks_the_spanish_rule_first");
+    };
+    let mut m = m.lock().unwrap();
+    let rules_dir = dir.join("01-domain/rules");
+    let mut rules = Vec::new();
+    for e in std::fs::read_dir(&rules_dir).unwrap().flatten() {
+        let path = format!("specs/01-domain/rules/{}", e.file_name().to_string_lossy());
+        let bytes = std::fs::read(e.path()).unwrap();
+        let ex = kdd::extract::extract(&path, &bytes, "specs").expect("extract");
+        rules.push(ex);
+    }
+    rules.sort_by(|a, b| a.node.id.cmp(&b.node.id));
+    assert!(rules.len() >= 4);
+    let model_id = m.model_id().to_string();
+    let mut best: Vec<(f32, String)> = Vec::new();
+    let questions = [
+        ("Which sections of each document kind get embeddings, and how are paragraphs chunked?", "BR:BR-EMBEDDING-001"),
+        ("What happens when two developers change related specs and their indexes must be merged?", "BR:BR-MERGE-001"),
+    ];
+    for (q, want) in questions {
+        let qv = m.embed_query(q).unwrap();
+        best.clear();
+        for r in &rules {
+            let chunks = chunk_spec(r, &model_id);
+            let texts: Vec<String> = chunks.iter().map(|c| c.context_text.clone()).collect();
+            let vs = m.embed_passages(&texts).unwrap();
+            let s = vs.iter().map(|v| cosine(&qv, v)).fold(f32::MIN, f32::max);
+            best.push((s, r.node.id.clone()));
+        }
+        best.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap());
+        println!("cross-lingual: {q:?} → {:?}", &best[..3]);
+        assert_eq!(best[0].1, want, "{best:?}");
+    }
+}
+
+#[test]
+fn real_model_corpus_l2_index_second_run_and_one_paragraph_edit() {
+    let Some(src) = corpus() else {
+        println!(
+            "SKIP real_model_corpus_l2_index_second_run_and_one_paragraph_edit: ../shared absent"
+        );
+        return;
+    };
+    if real_spec().is_none() {
+        return skip("real_model_corpus_l2_index_second_run_and_one_paragraph_edit");
+    }
+    let repo = git_repo();
+    let dir = repo.path();
+    copy_dir(&src, &dir.join("specs"));
+    let t = std::time::Instant::now();
+    let o = kdd_env(dir, &["index"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let first = embedded(&o);
+    println!(
+        "corpus L2 index: {:.1}s; {}",
+        t.elapsed().as_secs_f64(),
+        stderr(&o)
+            .lines()
+            .find(|l| l.contains("L2 embeddings"))
+            .unwrap()
+    );
+    assert!(first > 54, "{}", text(&o));
+    assert_eq!(manifest(dir)["index_level"], "L2");
+    assert_eq!(
+        manifest(dir)["embedding"]["model"],
+        "multilingual-e5-small-int8"
+    );
+    let spec_bytes: usize = tree(&dir.join("specs")).values().map(Vec::len).sum();
+    let index = tree(&dir.join(".kdd-index"));
+    let vec_bytes: usize = index
+        .iter()
+        .filter(|(k, _)| k.starts_with("embeddings/"))
+        .map(|(_, v)| v.len())
+        .sum();
+    let all_bytes: usize = index.values().map(Vec::len).sum();
+    println!(
+        "size: specs {spec_bytes} B, vectors {vec_bytes} B ({:.1}%), whole index {all_bytes} B ({:.1}%)",
+        100.0 * vec_bytes as f64 / spec_bytes as f64,
+        100.0 * all_bytes as f64 / spec_bytes as f64
+    );
+    // second run: nothing embedded, nothing rewritten
+    let o = kdd_env(dir, &["index"], &[]);
+    assert_eq!(embedded(&o), 0, "{}", text(&o));
+    assert_eq!(tree(&dir.join(".kdd-index")), index);
+    // edit one paragraph of BR-EMBEDDING-001's Declaración
+    let p = dir.join("specs/01-domain/rules/BR-EMBEDDING-001.md");
+    let s = std::fs::read_to_string(&p).unwrap();
+    let s2 = s.replacen("se embeben.", "se embeben siempre.", 1);
+    assert_ne!(s, s2);
+    std::fs::write(&p, s2).unwrap();
+    let o = kdd_env(dir, &["index"], &[]);
+    let n = embedded(&o);
+    assert!((1..=2).contains(&n), "{}", text(&o));
+}
+
+#[test]
+fn real_model_warm_server_matches_in_process_vectors() {
+    let Some(spec) = real_spec() else {
+        return skip("real_model_warm_server_matches_in_process_vectors");
+    };
+    let Some(m) = real_model() else { return };
+    let cache = tempfile::tempdir().unwrap();
+    // the server is the real `kdd` binary (found next to the test binary's parent dir)
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_kdd"));
+    let socket = kdd::embed::warm::socket_path(cache.path());
+    let mut child = std::process::Command::new(exe)
+        .args(["doctor", "--embed-server"])
+        .arg(&socket)
+        .env("KDD_MODEL_DIR", &spec.dir)
+        .env("ORT_DYLIB_PATH", &spec.runtime)
+        .env_remove("KDD_NO_EMBED")
+        .env_remove("KDD_TEST_EMBEDDER")
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let mut client = loop {
+        match kdd::embed::warm::WarmClient::connect(&socket, &spec) {
+            Ok(c) => break c,
+            Err(_) if start.elapsed().as_secs() < 30 => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            Err(e) => panic!("warm server did not come up: {e}"),
+        }
+    };
+    let texts = vec!["Un pedido se cancela antes del envío.".to_string()];
+    let remote = client.embed_passages(&texts).unwrap();
+    let local = m.lock().unwrap().embed_passages(&texts).unwrap();
+    assert_eq!(remote, local);
+    let t = std::time::Instant::now();
+    let q = client.embed_query("cancel an order").unwrap();
+    println!(
+        "warm query latency: {:.1} ms",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    assert_eq!(q.len(), client.dims());
+    // removing the socket stops the server
+    std::fs::remove_file(&socket).unwrap();
+    let t = std::time::Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(t.elapsed().as_secs() < 10, "server did not exit");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,365 @@
+//! Retrieval: the cache (freshness, incremental update, corruption, concurrent readers) and
+//! every query command over the demo corpus, through the real binary and the library API.
+
+use crate::util::{copy_dir, fixture, git, git_repo, kdd, text};
+use kdd::cache::{Cache, OpenOptions};
+use serde_json::Value;
+use std::path::Path;
+
+/// A temp repo holding the demo specs, indexed (L1) and committed.
+fn demo_repo() -> tempfile::TempDir {
+    let dir = git_repo();
+    copy_dir(&fixture("demo/specs"), &dir.path().join("specs"));
+    let o = kdd(dir.path(), &["index"]);
+    assert!(o.status.success(), "{}", text(&o));
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "specs"]);
+    dir
+}
+
+fn json(dir: &Path, args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let o = kdd(dir, &a);
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)))
+}
+
+fn ids(v: &Value, key: &str, field: &str) -> Vec<String> {
+    v[key]
+        .as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .map(|x| x[field].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn scn_retrieve_impact_001_entity_impact_lists_rules_commands_events_use_cases() {
+    let dir = demo_repo();
+    let v = json(dir.path(), &["impact", "Entity:Pedido"]);
+    let direct = ids(&v, "directly_affected", "id");
+    for want in [
+        "BR:BR-PRECIO-001",
+        "BR:BR-PEDIDO-001",
+        "CMD:CMD-001",
+        "CMD:CMD-002",
+        "CMD:CMD-003",
+        "CMD:CMD-004",
+        "EVT:EVT-Pedido-Creado",
+        "EVT:EVT-Pedido-Cancelado",
+        "UC:UC-001",
+        "UC:UC-002",
+        "UC:UC-003",
+    ] {
+        assert!(
+            direct.contains(&want.to_string()),
+            "{want} missing from {direct:?}"
+        );
+    }
+    // No duplicates, no self-loop, nothing both direct and transitive.
+    let trans = ids(&v, "transitively_affected", "id");
+    let mut all = direct.clone();
+    all.extend(trans.clone());
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(n, all.len(), "duplicates in {direct:?} + {trans:?}");
+    assert!(!all.contains(&"Entity:Pedido".to_string()));
+    for t in v["transitively_affected"].as_array().unwrap() {
+        let path = t["path"].as_array().unwrap();
+        assert_eq!(path[0], "Entity:Pedido");
+        assert_eq!(path.len(), t["edge_types"].as_array().unwrap().len() + 1);
+    }
+    // Features validating affected nodes give scenarios to re-run.
+    assert!(v["total_scenarios"].as_u64().unwrap() > 0, "{v}");
+    // Short id, stem and path forms name the same node.
+    for arg in ["Pedido", "specs/01-domain/entities/Pedido.md"] {
+        let w = json(dir.path(), &["impact", arg]);
+        assert_eq!(w["analyzed_node"]["id"], "Entity:Pedido", "{arg}");
+    }
+    let w = json(dir.path(), &["impact", "UC-003"]);
+    assert_eq!(w["analyzed_node"]["id"], "UC:UC-003");
+}
+
+#[test]
+fn scn_hybrid_search_001_devolucion_flow_with_graph_expansion() {
+    let dir = demo_repo();
+    let v = json(dir.path(), &["query", "flujo de devolución"]);
+    let got = ids(&v, "results", "node_id");
+    for want in ["UC:UC-003", "BR:BR-DEVOLUCION-001", "CMD:CMD-003"] {
+        assert!(
+            got.contains(&want.to_string()),
+            "{want} missing from {got:?}"
+        );
+    }
+    assert_eq!(got[0], "UC:UC-003", "{got:?}");
+    // Exact JSON shape, normalised and strictly ordered scores.
+    let r0 = &v["results"][0];
+    for k in [
+        "node_id",
+        "kind",
+        "score",
+        "source_file",
+        "match_source",
+        "snippet",
+        "title",
+        "layer",
+        "domain",
+        "indexed_fields",
+        "reached_via",
+    ] {
+        assert!(r0.get(k).is_some(), "result lacks {k}: {r0}");
+    }
+    for k in [
+        "results",
+        "graph_expansion",
+        "warnings",
+        "total_results",
+        "total_tokens",
+    ] {
+        assert!(v.get(k).is_some(), "answer lacks {k}");
+    }
+    assert!(r0["source_file"].as_str().unwrap().starts_with("specs/"));
+    let scores: Vec<f64> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["score"].as_f64().unwrap())
+        .collect();
+    assert!(scores.iter().all(|s| (0.0..=1.0).contains(s)), "{scores:?}");
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    // Expanded nodes explain their path.
+    for r in v["results"].as_array().unwrap() {
+        if r["match_source"] == "graph" {
+            assert!(r["reached_via"].as_str().unwrap().contains(" -> "), "{r}");
+        }
+    }
+}
+
+#[test]
+fn l1_degradation_warns_and_still_answers() {
+    let dir = demo_repo();
+    let v = json(
+        dir.path(),
+        &["query", "plazo máximo para devolver un artículo"],
+    );
+    let codes: Vec<String> = ids(&v, "warnings", "code");
+    assert!(codes.contains(&"NO_EMBEDDINGS".to_string()), "{v}");
+    let got = ids(&v, "results", "node_id");
+    assert!(
+        got.iter().take(3).any(|x| x == "BR:BR-DEVOLUCION-001"),
+        "{got:?}"
+    );
+    // Semantic-only search is an error at L1, lexical works.
+    let o = kdd(
+        dir.path(),
+        &["search", "devolución", "--semantic", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let v = json(dir.path(), &["search", "devolución", "--lexical"]);
+    assert!(!ids(&v, "results", "node_id").is_empty());
+}
+
+#[test]
+fn errors_have_codes_and_exit_statuses() {
+    let dir = demo_repo();
+    let o = kdd(dir.path(), &["query", "ab", "--json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("QUERY_TOO_SHORT"));
+    let o = kdd(dir.path(), &["impact", "Entity:NoExiste", "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("NODE_NOT_FOUND"));
+    let o = kdd(dir.path(), &["context", "--json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("EMPTY_HINTS"));
+    let o = kdd(dir.path(), &["query", "xyzzy plugh frobnicate", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // No index at all.
+    let empty = git_repo();
+    let o = kdd(empty.path(), &["query", "pedido", "--json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("INDEX_UNAVAILABLE"));
+}
+
+#[test]
+fn graph_violations_orphans_coverage_on_demo() {
+    let dir = demo_repo();
+    let v = json(dir.path(), &["violations"]);
+    assert_eq!(v["total_violations"], 2, "{v}");
+    let pairs: Vec<(String, String)> = v["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["from_node"].as_str().unwrap().to_string(),
+                x["to_node"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(pairs.contains(&("Entity:Pedido".into(), "CMD:CMD-002".into())));
+    assert!(pairs.contains(&("BR:BR-DEVOLUCION-001".into(), "UC:UC-003".into())));
+    let v = json(dir.path(), &["orphans"]);
+    assert_eq!(v["total_orphans"], 1, "{v}");
+    assert_eq!(v["orphans"][0]["to"], "CMD-009-AplicarCupon");
+    let v = json(dir.path(), &["graph", "UC-003", "--depth", "1"]);
+    assert_eq!(v["center_node"]["id"], "UC:UC-003");
+    let rel = ids(&v, "related_nodes", "id");
+    assert!(rel.contains(&"BR:BR-DEVOLUCION-001".to_string()), "{rel:?}");
+    let o = kdd(dir.path(), &["graph", "UC-003", "--format", "mermaid"]);
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("graph LR"));
+    let o = kdd(dir.path(), &["graph", "UC-003", "--format", "dot"]);
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("digraph kdd"));
+    let v = json(dir.path(), &["coverage", "Entity:Pedido"]);
+    assert_eq!(v["analyzed_node"]["id"], "Entity:Pedido");
+    let cats = ids(&v, "required", "category");
+    assert!(cats.contains(&"events".to_string()));
+    let ev = &v["required"][0];
+    assert_eq!(ev["status"], "covered", "{v}");
+}
+
+#[test]
+fn context_resolves_hints_and_orders_constraints_first() {
+    let dir = demo_repo();
+    let v = json(
+        dir.path(),
+        &[
+            "context",
+            "--hint",
+            "src/orders/pedido.ts",
+            "--hint",
+            "foo-bar-nada",
+        ],
+    );
+    let res = &v["resolved_entities"][0];
+    assert_eq!(res["node_id"], "Entity:Pedido", "{v}");
+    assert_eq!(res["match_method"], "basename");
+    let cons = ids(&v, "constraints", "node_id");
+    assert!(cons.contains(&"BR:BR-PRECIO-001".to_string()), "{cons:?}");
+    assert!(cons.contains(&"BP:BP-ENVIO-001".to_string()), "{cons:?}");
+    let beh = ids(&v, "behavior", "node_id");
+    assert!(beh.iter().any(|x| x.starts_with("UC:")), "{beh:?}");
+    assert!(v["warnings"][0]
+        .as_str()
+        .unwrap()
+        .contains("No match found for hint: 'foo-bar-nada'"));
+    for c in v["constraints"].as_array().unwrap() {
+        assert!(!c["content"].as_str().unwrap().is_empty(), "{c}");
+        assert!(c["reached_via"]
+            .as_str()
+            .unwrap()
+            .starts_with("Entity:Pedido"));
+    }
+    // A tiny budget is honoured.
+    let v = json(
+        dir.path(),
+        &["context", "--hint", "Pedido", "--max-tokens", "200"],
+    );
+    assert!(v["total_tokens"].as_u64().unwrap() <= 200, "{v}");
+    // YAML and markdown renderings.
+    let o = kdd(
+        dir.path(),
+        &["context", "--hint", "Pedido", "--format", "yaml"],
+    );
+    let y = String::from_utf8_lossy(&o.stdout);
+    assert!(y.starts_with("constraints:\n  - node_id:"), "{y}");
+    let o = kdd(dir.path(), &["context", "--hint", "Pedido"]);
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("# Context pack"));
+}
+
+fn open(dir: &Path, cache: &Path) -> Cache {
+    Cache::open_paths(&dir.join(".kdd-index"), dir, cache, &OpenOptions::default())
+        .expect("cache opens")
+}
+
+#[test]
+fn cache_is_fresh_incremental_and_self_healing() {
+    let dir = demo_repo();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path(), cache_dir.path());
+    let first = c.last_update().expect("built").clone();
+    assert!(first.full);
+    assert_eq!(first.nodes, 48);
+    drop(c);
+    // Fresh: nothing to do.
+    let c = open(dir.path(), cache_dir.path());
+    assert!(c.last_update().is_none());
+    drop(c);
+    // One spec changes and is re-indexed: only that spec is re-read.
+    let p = dir.path().join("specs/01-domain/rules/BR-PRECIO-001.md");
+    let mut s = std::fs::read_to_string(&p).unwrap();
+    s.push_str("\n\nNota: el redondeo usa la regla zanahoria.\n");
+    std::fs::write(&p, s).unwrap();
+    let o = kdd(dir.path(), &["index"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let c = open(dir.path(), cache_dir.path());
+    let upd = c.last_update().expect("updated").clone();
+    assert!(!upd.full);
+    assert_eq!(upd.updated, 1, "{upd:?}");
+    assert_eq!(upd.added + upd.removed, 0);
+    let r = kdd::query::search(
+        &c,
+        &kdd::query::SearchRequest {
+            query: "zanahoria".into(),
+            mode: kdd::query::SearchMode::Lexical,
+            kinds: vec![],
+            layers: vec![],
+            domain: None,
+            limit: 5,
+            min_score: 0.0,
+        },
+    )
+    .unwrap();
+    assert_eq!(r.results[0].node_id, "BR:BR-PRECIO-001");
+    let gen = c.generation().to_path_buf();
+    drop(c);
+    // A corrupt cache is rebuilt, not trusted.
+    std::fs::write(gen.join("text/meta.json"), b"{ not json").unwrap();
+    let o = kdd(dir.path(), &["query", "zanahoria", "--json"]);
+    // (the binary uses its own cache dir; check the library path too)
+    assert!(o.status.success(), "{}", text(&o));
+    let c = open(dir.path(), cache_dir.path());
+    assert!(c.last_update().expect("rebuilt").full);
+    assert_ne!(c.generation(), gen.as_path());
+}
+
+#[test]
+fn concurrent_readers_during_rebuild() {
+    let dir = demo_repo();
+    // Warm the cache once.
+    let o = kdd(dir.path(), &["query", "pedido", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let root = dir.path().to_path_buf();
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let root = root.clone();
+            std::thread::spawn(move || {
+                for _ in 0..5 {
+                    let o = kdd(&root, &["query", "devolución del pedido", "--json"]);
+                    assert!(o.status.success(), "{}", text(&o));
+                    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+                    assert!(!v["results"].as_array().unwrap().is_empty());
+                }
+            })
+        })
+        .collect();
+    // Meanwhile the index changes (new spec) and the cache updates.
+    for i in 0..3 {
+        let p = root.join(format!("specs/01-domain/rules/BR-TEST-00{i}.md"));
+        std::fs::write(
+            &p,
+            format!("---\nid: BR-TEST-00{i}\nkind: business-rule\n---\n# BR-TEST-00{i}\n\n## Declaración\n\nUn [[Pedido]] de prueba {i}.\n"),
+        )
+        .unwrap();
+        let o = kdd(&root, &["index"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = kdd(&root, &["impact", "Entity:Pedido", "--json"]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    for r in readers {
+        r.join().unwrap();
+    }
+    let v = json(&root, &["impact", "Entity:Pedido"]);
+    let direct = ids(&v, "directly_affected", "id");
+    assert!(direct.contains(&"BR:BR-TEST-002".to_string()), "{direct:?}");
+}

@@ -1,0 +1,118 @@
+//! Temporary git repositories isolated from the user's git configuration, and running the real binaries (used by the git and serve tests).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Directory holding the built binaries (`kdd`, `kdd-hook`, `kdd-merge-driver`).
+pub fn bin_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_kdd"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf()
+}
+
+/// A `Command` for `program` in `dir`, isolated from global/system git config, with the kdd
+/// binaries first on PATH.
+pub fn command(program: impl AsRef<std::ffi::OsStr>, dir: &Path) -> Command {
+    let mut c = Command::new(program);
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![bin_dir()];
+    paths.extend(std::env::split_paths(&path));
+    c.current_dir(dir)
+        .env("PATH", std::env::join_paths(paths).expect("PATH"))
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "kdd test")
+        .env("GIT_AUTHOR_EMAIL", "test@kdd.invalid")
+        .env("GIT_COMMITTER_NAME", "kdd test")
+        .env("GIT_COMMITTER_EMAIL", "test@kdd.invalid")
+        .env("GIT_EDITOR", "true")
+        .env("GIT_MERGE_AUTOEDIT", "no")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_INDEX_FILE")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("KDD_HOOK")
+        .env_remove("KDD_MERGE")
+        .env_remove("KDD_SPECS")
+        .env("KDD_NO_EMBED", "1");
+    c
+}
+
+/// Output as text (stdout, stderr).
+pub fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A temporary git repository (deleted on drop).
+pub struct Repo {
+    pub tmp: tempfile::TempDir,
+    pub dir: PathBuf,
+}
+
+impl Repo {
+    /// `git init -b main` with a local identity.
+    pub fn new() -> Repo {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("repo");
+        std::fs::create_dir_all(&dir).unwrap();
+        let r = Repo { tmp, dir };
+        r.git(&["init", "-q", "-b", "main"]);
+        r.git(&["config", "user.name", "kdd test"]);
+        r.git(&["config", "user.email", "test@kdd.invalid"]);
+        r
+    }
+
+    /// A repository object for another directory (clone, worktree) sharing this temp dir.
+    pub fn at(&self, dir: PathBuf) -> Repo {
+        Repo {
+            tmp: tempfile::tempdir().expect("tempdir"),
+            dir,
+        }
+    }
+
+    /// Run git; panic with its output on failure; return stdout.
+    pub fn git(&self, args: &[&str]) -> String {
+        let o = self.git_out(args);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "git {args:?} failed:\n{out}\n{err}");
+        out
+    }
+
+    /// Run git and return the raw output.
+    pub fn git_out(&self, args: &[&str]) -> Output {
+        command("git", &self.dir)
+            .args(args)
+            .output()
+            .expect("run git")
+    }
+
+    /// Run the `kdd` binary.
+    pub fn kdd(&self, args: &[&str]) -> Output {
+        command(env!("CARGO_BIN_EXE_kdd"), &self.dir)
+            .args(args)
+            .output()
+            .expect("run kdd")
+    }
+
+    /// Write a file (creating directories).
+    pub fn write(&self, rel: &str, content: &str) {
+        let p = self.dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+
+    /// Read a file as text.
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+
+    /// True when a work-tree path exists.
+    pub fn exists(&self, rel: &str) -> bool {
+        self.dir.join(rel).exists()
+    }
+}
