@@ -4,6 +4,7 @@ mod embed;
 mod hook;
 mod index;
 mod query;
+mod serve;
 mod synth;
 
 fn main() {
@@ -16,9 +17,10 @@ fn main() {
         Some("hook") => hook::run(&args[1..]),
         Some("index") => index::run(&args[1..]),
         Some("query") => query::run(&args[1..]),
+        Some("serve") => serve::run(&args[1..]),
         Some("synth") => synth::run(&args[1..]),
         other => kdd::cli::output::error(&format!(
-            "unknown benchmark {other:?}; try: embed, hook, index, query, synth"
+            "unknown benchmark {other:?}; try: embed, hook, index, query, serve, synth"
         )),
     }
 }

@@ -49,6 +49,8 @@ pub struct Report {
     pub conflicted_specs: Vec<String>,
     /// True when the verification record showed nothing to do.
     pub fast_path: bool,
+    /// Problems of the run itself (e.g. indexed at L1 because the model is missing).
+    pub warnings: Vec<String>,
 }
 
 impl Report {
@@ -140,17 +142,18 @@ fn stem_of(rel: &str) -> Option<(&str, &str)> {
 }
 
 /// Options of a heal pass.
-#[derive(Clone, Copy, Default)]
-pub struct Options<'a> {
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
     /// Stage the written/removed paths (false: only write the work tree).
     pub stage: bool,
-    /// The L2 step (embeddings), the same one `kdd index` uses; `None` indexes at L1 and keeps
-    /// existing embeddings of specs whose content did not change.
-    pub extras: Option<&'a dyn crate::index::ArtifactExtras>,
+    /// Run the L2 step like `kdd index` does (opened only when a spec must be re-derived;
+    /// missing runtime/model → L1 with a warning). Without it, existing vector files of live
+    /// nodes are kept, as `kdd index` does at L1.
+    pub embed: bool,
 }
 
 /// Make `.kdd-index/` in the index git is committing agree with the staged specs (see module doc).
-pub fn heal(settings: &Settings, opts: Options<'_>) -> Result<Report, Error> {
+pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     let repo = git::open(&settings.repo_root)?;
     // One heal at a time per work tree (two hooks or agents writing .kdd-index/ at once would
     // interleave); released when the file is dropped.
@@ -185,7 +188,9 @@ pub fn heal(settings: &Settings, opts: Options<'_>) -> Result<Report, Error> {
         Some(id) => Some(git::read_blob(&repo, *id)?),
         None => None,
     };
-    let expected_manifest = |indexed: &mut dyn Iterator<Item = &str>| -> Option<Vec<u8>> {
+    let expected_manifest = |indexed: &mut dyn Iterator<Item = &str>,
+                             extras: Option<&dyn crate::index::ArtifactExtras>|
+     -> Option<Vec<u8>> {
         let paths: Vec<&str> = indexed.collect();
         (!paths.is_empty() || existing_manifest.is_some()).then(|| {
             git::derive_manifest(
@@ -193,6 +198,7 @@ pub fn heal(settings: &Settings, opts: Options<'_>) -> Result<Report, Error> {
                 paths.into_iter(),
                 kdd_yaml.as_deref(),
                 existing_manifest.as_deref(),
+                extras,
             )
         })
     };
@@ -224,12 +230,21 @@ pub fn heal(settings: &Settings, opts: Options<'_>) -> Result<Report, Error> {
         .filter(|k| !claimed.contains(&k[INDEX_DIR.len() + 1..]))
         .collect();
     if todo.is_empty() && unclaimed.is_empty() && conflicted_arts.is_empty() {
-        let m = expected_manifest(&mut specs.keys().map(String::as_str));
+        let m = expected_manifest(&mut specs.keys().map(String::as_str), None);
         if m.as_ref().map(|b| git::blob_id(&repo, b)) == arts.get(&manifest_key).copied() {
             report.fast_path = true;
             return Ok(report);
         }
     }
+
+    // Something to do: open the L2 step now (never on the fast path).
+    let level = opts
+        .embed
+        .then(|| crate::embed::extras::for_index(&settings.cache_dir));
+    if let Some(crate::embed::extras::Level::L1(_, why)) = &level {
+        report.warnings.push(why.clone());
+    }
+    let extras = level.as_ref().map(|l| l.extras());
 
     // 2. Read the unclaimed nodes to learn which spec each belongs to.
     let paths = ArtifactPaths::new(&settings.index_dir);
@@ -255,9 +270,10 @@ pub fn heal(settings: &Settings, opts: Options<'_>) -> Result<Report, Error> {
     let mut write: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut keep_files: BTreeSet<String> = claimed.clone();
     let mut derived_stems: BTreeSet<String> = BTreeSet::new();
+    let todo_set: BTreeSet<&String> = todo.iter().copied().collect();
     let mut indexed: BTreeSet<&str> = specs
         .keys()
-        .filter(|p| !todo.contains(p))
+        .filter(|p| !todo_set.contains(p))
         .map(String::as_str)
         .collect();
     let keep_node = |n: &Node, rel: &str, keep_files: &mut BTreeSet<String>| {
@@ -268,9 +284,8 @@ pub fn heal(settings: &Settings, opts: Options<'_>) -> Result<Report, Error> {
     for p in todo {
         let id = specs[p];
         let bytes = git::read_blob(&repo, id)?;
-        let hash = blake3::hash(&bytes).to_hex().to_string();
         let candidates = nodes_by_spec.get(p).cloned().unwrap_or_default();
-        let d = match git::derive_spec(settings, p, &bytes, opts.extras) {
+        let d = match git::derive_spec(settings, p, &bytes, extras) {
             Ok(d) => d,
             Err(diag) => {
                 // Keep whatever was indexed for it; `kdd status` shows it stale.
@@ -305,12 +320,10 @@ pub fn heal(settings: &Settings, opts: Options<'_>) -> Result<Report, Error> {
         }
         owner.insert(node_rel.clone(), p.clone());
         report.rederived.push(p.clone());
-        // Embeddings of a node whose source hash still matches are reused (they depend on
-        // the spec bytes only) when this machine does not produce them.
+        // When this run produced no vectors (L1), the node's existing vector file is kept,
+        // as `kdd index` does (vectors are keyed by chunk content; L2 re-embeds what changed).
         let emb = ArtifactPaths::embeddings_rel(&d.node);
-        let reuse = candidates.iter().any(|(rel, n)| {
-            n.source_hash == hash && *rel == node_rel && !conflicted_arts.contains(&art_key(&emb))
-        });
+        let reuse = !conflicted_arts.contains(&art_key(&emb));
         let mut files = Vec::new();
         for (rel, b) in d.files {
             files.push((rel.clone(), git::blob_id(&repo, &b)));
@@ -360,7 +373,7 @@ pub fn heal(settings: &Settings, opts: Options<'_>) -> Result<Report, Error> {
             stage.push(key);
         }
     }
-    let m = expected_manifest(&mut indexed.iter().copied());
+    let m = expected_manifest(&mut indexed.iter().copied(), extras);
     let m_id = m.as_ref().map(|b| git::blob_id(&repo, b));
     if m_id != arts.get(&manifest_key).copied() || conflicted_arts.contains(&manifest_key) {
         match &m {

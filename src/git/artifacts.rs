@@ -84,6 +84,7 @@ pub fn derive_manifest<'a>(
     spec_paths: impl Iterator<Item = &'a str>,
     kdd_yaml: Option<&[u8]>,
     existing: Option<&[u8]>,
+    extras: Option<&dyn crate::index::ArtifactExtras>,
 ) -> Vec<u8> {
     let domains: BTreeSet<String> = spec_paths
         .filter_map(|p| crate::extract::route::locate(p, &settings.specs_root).domain)
@@ -108,6 +109,10 @@ pub fn derive_manifest<'a>(
     if let Some(old) = old {
         m.index_level = old.index_level;
         m.embedding = old.embedding;
+    }
+    // The level that actually ran (as `kdd index` records it).
+    if let Some(x) = extras {
+        x.manifest(&mut m);
     }
     render_manifest(&m)
 }
@@ -157,7 +162,13 @@ pub fn derive_index(
     if !indexed.is_empty() || existing_manifest.is_some() {
         out.insert(
             "manifest.json".to_string(),
-            derive_manifest(settings, indexed.into_iter(), kdd_yaml, existing_manifest),
+            derive_manifest(
+                settings,
+                indexed.into_iter(),
+                kdd_yaml,
+                existing_manifest,
+                extras,
+            ),
         );
     }
     (out, diags)

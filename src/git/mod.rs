@@ -75,10 +75,12 @@ pub fn load_index(repo: &gix::Repository) -> Result<gix::index::File, Error> {
             path,
         ));
     }
+    // The trailing checksum is not re-verified (git wrote and verifies this file; hashing a
+    // large index costs more than decoding it).
     gix::index::File::at(
         &path,
         repo.object_hash(),
-        false,
+        true,
         gix::index::decode::Options::default(),
     )
     .map_err(|e| Error::Read {

@@ -926,7 +926,7 @@ fn randomized_merges_keep_index_equal_to_fresh_index() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(8);
-    let (mut merges, mut conflicted, mut index_conflicts) = (0, 0, 0);
+    let (mut merges, mut rebases, mut conflicted, mut index_conflicts) = (0, 0, 0, 0);
     for seed in 1..=seeds {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed.wrapping_mul(0x1000_0001));
         let r = Repo::new();
@@ -957,25 +957,61 @@ fn randomized_merges_keep_index_equal_to_fresh_index() {
             order.swap(i, rng.below(i + 1));
         }
         for b in order {
-            let ctx = format!("seed {seed} merge b{b}");
-            let o = r.git_out(&["merge", "--no-edit", "-q", &format!("b{b}")]);
-            if !o.status.success() {
-                conflicted += 1;
-                let u = r.git(&["diff", "--name-only", "--diff-filter=U"]);
-                index_conflicts += u.lines().filter(|l| l.starts_with(".kdd-index/")).count();
-                resolve_specs(&r, &mut rng);
-                let o = r.kdd(&["resolve"]);
-                assert!(o.status.success(), "{ctx}: resolve {:?}", text(&o));
-                let o = r.git_out(&["commit", "-q", "--no-edit"]);
-                assert!(o.status.success(), "{ctx}: commit {:?}", text(&o));
+            let branch = format!("b{b}");
+            // A third of the integrations rebase the branch onto main (the driver then sees the
+            // sides swapped) and fast-forward; the rest merge.
+            let rebase = rng.below(3) == 0;
+            let ctx = format!(
+                "seed {seed} {} {branch}",
+                if rebase { "rebase" } else { "merge" }
+            );
+            if rebase {
+                rebases += 1;
+                r.git(&["checkout", "-q", &branch]);
+                let mut o = r.git_out(&["rebase", "-q", "main"]);
+                let mut rounds = 0;
+                while !o.status.success() {
+                    rounds += 1;
+                    assert!(rounds < 20, "{ctx}: rebase does not finish {:?}", text(&o));
+                    conflicted += 1;
+                    let u = r.git(&["diff", "--name-only", "--diff-filter=U"]);
+                    index_conflicts += u.lines().filter(|l| l.starts_with(".kdd-index/")).count();
+                    resolve_specs(&r, &mut rng);
+                    let res = r.kdd(&["resolve"]);
+                    assert!(res.status.success(), "{ctx}: resolve {:?}", text(&res));
+                    o = r.git_out(&["-c", "core.editor=true", "rebase", "--continue"]);
+                    let (out, err) = text(&o);
+                    if !o.status.success()
+                        && (out.contains("nothing to commit")
+                            || err.contains("nothing to commit")
+                            || err.contains("No changes"))
+                    {
+                        o = r.git_out(&["rebase", "--skip"]);
+                    }
+                }
+                r.git(&["checkout", "-q", "main"]);
+                r.git(&["merge", "-q", "--ff-only", &branch]);
+            } else {
+                let o = r.git_out(&["merge", "--no-edit", "-q", &branch]);
+                if !o.status.success() {
+                    conflicted += 1;
+                    let u = r.git(&["diff", "--name-only", "--diff-filter=U"]);
+                    index_conflicts += u.lines().filter(|l| l.starts_with(".kdd-index/")).count();
+                    resolve_specs(&r, &mut rng);
+                    let o = r.kdd(&["resolve"]);
+                    assert!(o.status.success(), "{ctx}: resolve {:?}", text(&o));
+                    let o = r.git_out(&["commit", "-q", "--no-edit"]);
+                    assert!(o.status.success(), "{ctx}: commit {:?}", text(&o));
+                }
             }
             check_consistent(&r, &ctx);
             merges += 1;
         }
     }
     eprintln!(
-        "randomized merge scenarios: {merges} merges over {seeds} seeds; {conflicted} stopped on \
-         conflicts ({index_conflicts} unmerged .kdd-index/ paths fixed by `kdd resolve`)"
+        "randomized merge scenarios: {merges} integrations ({rebases} by rebase) over {seeds} \
+         seeds; {conflicted} stopped on conflicts ({index_conflicts} unmerged .kdd-index/ paths \
+         fixed by `kdd resolve`)"
     );
 }
 
@@ -1115,5 +1151,70 @@ fn markers_committed_by_a_user_are_healed_by_pre_commit() {
     r.git(&["add", "-A"]);
     r.git(&["commit", "-q", "--no-edit"]);
     assert!(kdd_markers(&r).is_empty());
+    verify(&r, "HEAD");
+}
+
+fn l2(r: &Repo, program: &str, args: &[&str]) -> std::process::Output {
+    let program = if program == "kdd" {
+        env!("CARGO_BIN_EXE_kdd").to_string()
+    } else {
+        program.to_string()
+    };
+    crate::repo::command(program, &r.dir)
+        .env("KDD_NO_EMBED", "0")
+        .env("KDD_TEST_EMBEDDER", "1")
+        .env("KDD_CACHE_DIR", r.tmp.path().join("cache"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn l2_hook_embeds_changed_specs_and_l1_keeps_vectors() {
+    let r = Repo::new();
+    assert!(r.kdd(&["install"]).status.success());
+    r.write(
+        "specs/01-domain/entities/Pedido.md",
+        &spec("Pedido", "entity", "a0", "b0", &["Usuario"]),
+    );
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "a0"),
+    );
+    r.git(&["add", "."]);
+    let o = l2(&r, "git", &["commit", "-q", "-m", "l2"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let names = changed_in(&r, "HEAD");
+    assert!(
+        names.contains(&".kdd-index/embeddings/entity/Pedido.bin".to_string()),
+        "{names:?}"
+    );
+    let m: serde_json::Value =
+        serde_json::from_str(&r.git(&["show", "HEAD:.kdd-index/manifest.json"])).unwrap();
+    assert_eq!(m["index_level"], "L2");
+    // One spec changes at L2: its vectors (and only its artifacts) change.
+    r.write(
+        "specs/01-domain/entities/Pedido.md",
+        &spec("Pedido", "entity", "a1 more text", "b0", &["Usuario"]),
+    );
+    let o = l2(&r, "git", &["commit", "-q", "-a", "-m", "edit"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let names = changed_in(&r, "HEAD");
+    assert!(
+        names.contains(&".kdd-index/embeddings/entity/Pedido.bin".to_string()),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.contains("Usuario")), "{names:?}");
+    // A fresh L2 `kdd index` agrees byte for byte.
+    let o = l2(&r, "kdd", &["index"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert_eq!(r.git(&["status", "--porcelain", ".kdd-index"]), "");
+    // A machine without the model (L1) keeps the vector files of live nodes.
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "l1 edit"),
+    );
+    r.git(&["commit", "-q", "-a", "-m", "l1"]);
+    assert!(r.exists(".kdd-index/embeddings/entity/Usuario.bin"));
     verify(&r, "HEAD");
 }

@@ -21,13 +21,15 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         &settings,
         Options {
             stage: !args.no_stage,
-            // L2: the same extras `kdd index` uses (embed step).
-            extras: None,
+            embed: true,
         },
     )?;
     if global.json {
         output::json(&report)?;
     } else {
+        for w in &report.warnings {
+            output::warn(w);
+        }
         for d in &report.diagnostics {
             output::info(&format!("kdd: {d}"));
         }

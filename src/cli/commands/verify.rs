@@ -73,8 +73,18 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
             _ => {}
         }
     }
+    // Vectors cannot be recomputed without the model: a vector file of a live node is fine,
+    // one whose node is gone is extra.
+    let live: std::collections::BTreeSet<&str> = expected
+        .keys()
+        .filter_map(|p| p.strip_prefix("nodes/")?.strip_suffix(".json"))
+        .collect();
     for p in actual.keys() {
-        if !expected.contains_key(p) {
+        let live_vectors = p
+            .strip_prefix("embeddings/")
+            .and_then(|r| r.rsplit_once('.'))
+            .is_some_and(|(stem, _)| live.contains(stem));
+        if !expected.contains_key(p) && !live_vectors {
             // Artifacts of a spec that cannot be read are kept, not extra.
             let kept = !diags.is_empty() && !p.starts_with("manifest");
             if !kept {
