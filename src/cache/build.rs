@@ -77,6 +77,9 @@ fn walk(dir: &Path, rel: &str, ext: &str, out: &mut BTreeMap<String, FileStamp>)
     }
 }
 
+/// A spec's record and vectors, or why it could not be loaded.
+type Loaded = Result<(NodeRecord, Vec<LoadedVector>), String>;
+
 /// Stamps of a spec's node, edges and embeddings files.
 pub type Stamps = (FileStamp, Option<FileStamp>, Option<FileStamp>);
 
@@ -494,7 +497,7 @@ pub fn update(
         })
         .collect();
     use rayon::prelude::*;
-    let loaded: Vec<(String, Result<(NodeRecord, Vec<LoadedVector>), String>)> = todo
+    let loaded: Vec<(String, Loaded)> = todo
         .par_iter()
         .map(|(stem, _)| {
             (

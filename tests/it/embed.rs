@@ -97,7 +97,10 @@ fn l2_index_reuses_vectors_and_reembeds_only_edited_paragraphs() {
     assert_eq!(embedded(&o), 1, "{}", text(&o));
     let bytes = std::fs::read(dir.join(".kdd-index/embeddings/entity/Pedido.bin")).unwrap();
     let f = kdd::embed::decode("Pedido.bin", &bytes).unwrap();
-    assert_eq!((f.model.as_str(), f.dims, f.records.len()), ("kdd-test-hashed-64", 64, 2));
+    assert_eq!(
+        (f.model.as_str(), f.dims, f.records.len()),
+        ("kdd-test-hashed-64", 64, 2)
+    );
 }
 
 #[test]
@@ -110,7 +113,10 @@ fn missing_runtime_or_model_indexes_at_l1_with_a_warning_and_back_to_l2() {
     let o = kdd_env(dir, &["index"], &[("KDD_DATA_DIR", data)]);
     assert!(o.status.success(), "{}", text(&o));
     let err = stderr(&o);
-    assert!(err.contains("warning") && err.contains("not found"), "{err}");
+    assert!(
+        err.contains("warning") && err.contains("not found"),
+        "{err}"
+    );
     assert!(err.contains("install.sh") && err.contains("L1"), "{err}");
     assert_eq!(manifest(dir)["index_level"], "L1");
     assert!(manifest(dir).get("embedding").is_none());
@@ -122,7 +128,10 @@ fn missing_runtime_or_model_indexes_at_l1_with_a_warning_and_back_to_l2() {
     let o = kdd_env(
         dir,
         &["index"],
-        &[("KDD_MODEL_DIR", model_dir.to_str().unwrap()), ("KDD_DATA_DIR", data)],
+        &[
+            ("KDD_MODEL_DIR", model_dir.to_str().unwrap()),
+            ("KDD_DATA_DIR", data),
+        ],
     );
     assert!(o.status.success(), "{}", text(&o));
     assert!(stderr(&o).contains("tokenizer.json"), "{}", text(&o));
@@ -151,7 +160,11 @@ fn corrupt_vector_file_is_named_and_regenerated() {
     std::fs::write(&p, b"KDDV garbage").unwrap();
     let o = kdd_env(dir, &["index"], TEST);
     assert!(o.status.success(), "{}", text(&o));
-    assert!(stderr(&o).contains("embeddings/entity/Pedido.bin"), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("embeddings/entity/Pedido.bin"),
+        "{}",
+        text(&o)
+    );
     assert_eq!(embedded(&o), 2);
     assert_eq!(std::fs::read(&p).unwrap(), good);
 }
@@ -168,16 +181,31 @@ fn doctor_reports_checks_with_fixes() {
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect(&text(&o));
     let checks = v["checks"].as_array().unwrap();
-    let by = |n: &str| checks.iter().find(|c| c["name"] == n).unwrap_or_else(|| panic!("{n}: {v}"));
+    let by = |n: &str| {
+        checks
+            .iter()
+            .find(|c| c["name"] == n)
+            .unwrap_or_else(|| panic!("{n}: {v}"))
+    };
     assert_eq!(by("runtime")["status"], "warn");
-    assert!(by("runtime")["fix"].as_str().unwrap().contains("install.sh"));
+    assert!(by("runtime")["fix"]
+        .as_str()
+        .unwrap()
+        .contains("install.sh"));
     assert_eq!(by("active-model")["status"], "warn");
-    assert!(by("index")["message"].as_str().unwrap().contains("no index"));
+    assert!(by("index")["message"]
+        .as_str()
+        .unwrap()
+        .contains("no index"));
     write_entity(dir, "");
     assert!(kdd_env(dir, &["index"], TEST).status.success());
     let o = kdd_env(dir, &["doctor"], TEST);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("index level L2") && out.contains("kdd-test-hashed-64"), "{}", text(&o));
+    assert!(
+        out.contains("index level L2") && out.contains("kdd-test-hashed-64"),
+        "{}",
+        text(&o)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -228,7 +256,9 @@ fn real_model_cross_lingual_self_written_pair() {
     ];
     let texts: Vec<String> = rules.iter().map(|s| s.to_string()).collect();
     let v = m.embed_passages(&texts).unwrap();
-    let q = m.embed_query("Can an order be cancelled after it was shipped?").unwrap();
+    let q = m
+        .embed_query("Can an order be cancelled after it was shipped?")
+        .unwrap();
     let scores: Vec<f32> = v.iter().map(|x| cosine(&q, x)).collect();
     assert!(scores[0] > scores[1] && scores[0] > scores[2], "{scores:?}");
     let q = m.embed_query("password length policy").unwrap();
@@ -302,7 +332,9 @@ fn real_model_english_question_ranks_the_spanish_rule_first() {
 #[test]
 fn real_model_corpus_l2_index_second_run_and_one_paragraph_edit() {
     let Some(src) = corpus() else {
-        println!("SKIP real_model_corpus_l2_index_second_run_and_one_paragraph_edit: ../shared absent");
+        println!(
+            "SKIP real_model_corpus_l2_index_second_run_and_one_paragraph_edit: ../shared absent"
+        );
         return;
     };
     if real_spec().is_none() {
@@ -318,14 +350,24 @@ fn real_model_corpus_l2_index_second_run_and_one_paragraph_edit() {
     println!(
         "corpus L2 index: {:.1}s; {}",
         t.elapsed().as_secs_f64(),
-        stderr(&o).lines().find(|l| l.contains("L2 embeddings")).unwrap()
+        stderr(&o)
+            .lines()
+            .find(|l| l.contains("L2 embeddings"))
+            .unwrap()
     );
     assert!(first > 54, "{}", text(&o));
     assert_eq!(manifest(dir)["index_level"], "L2");
-    assert_eq!(manifest(dir)["embedding"]["model"], "multilingual-e5-small-int8");
+    assert_eq!(
+        manifest(dir)["embedding"]["model"],
+        "multilingual-e5-small-int8"
+    );
     let spec_bytes: usize = tree(&dir.join("specs")).values().map(Vec::len).sum();
     let index = tree(&dir.join(".kdd-index"));
-    let vec_bytes: usize = index.iter().filter(|(k, _)| k.starts_with("embeddings/")).map(|(_, v)| v.len()).sum();
+    let vec_bytes: usize = index
+        .iter()
+        .filter(|(k, _)| k.starts_with("embeddings/"))
+        .map(|(_, v)| v.len())
+        .sum();
     let all_bytes: usize = index.values().map(Vec::len).sum();
     println!(
         "size: specs {spec_bytes} B, vectors {vec_bytes} B ({:.1}%), whole index {all_bytes} B ({:.1}%)",
@@ -370,7 +412,9 @@ fn real_model_warm_server_matches_in_process_vectors() {
     let mut client = loop {
         match kdd::embed::warm::WarmClient::connect(&socket, &spec) {
             Ok(c) => break c,
-            Err(_) if start.elapsed().as_secs() < 30 => std::thread::sleep(std::time::Duration::from_millis(50)),
+            Err(_) if start.elapsed().as_secs() < 30 => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
             Err(e) => panic!("warm server did not come up: {e}"),
         }
     };
@@ -380,7 +424,10 @@ fn real_model_warm_server_matches_in_process_vectors() {
     assert_eq!(remote, local);
     let t = std::time::Instant::now();
     let q = client.embed_query("cancel an order").unwrap();
-    println!("warm query latency: {:.1} ms", t.elapsed().as_secs_f64() * 1000.0);
+    println!(
+        "warm query latency: {:.1} ms",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
     assert_eq!(q.len(), client.dims());
     // removing the socket stops the server
     std::fs::remove_file(&socket).unwrap();
