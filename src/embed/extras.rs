@@ -66,6 +66,14 @@ impl L2Extras {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Give the embedder back (e.g. to reuse a loaded model for another run).
+    pub fn into_embedder(self) -> Box<dyn Embedder + Send> {
+        self.state
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .embedder
+    }
+
     /// The manifest's embedding description.
     pub fn info(&self) -> EmbeddingInfo {
         EmbeddingInfo {
@@ -117,6 +125,8 @@ impl ArtifactExtras for L1Extras {
 }
 
 /// The index level a run will execute, with its extras.
+// One value per run: boxing the large variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Level {
     L2(L2Extras),
     /// L1 and the reason (already phrased for the user: what is missing and how to install it).

@@ -179,7 +179,8 @@ fn doctor_reports_checks_with_fixes() {
         &["doctor", "--json", "--no-load"],
         &[("KDD_DATA_DIR", empty.path().to_str().unwrap())],
     );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect(&text(&o));
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
     let checks = v["checks"].as_array().unwrap();
     let by = |n: &str| {
         checks

@@ -1,5 +1,8 @@
 //! Integration tests: one binary, one module per area.
 
+// Tests print SKIP lines and figures on stdout (captured by the harness).
+#![allow(clippy::print_stdout)]
+
 mod core;
 mod embed;
 mod git;
