@@ -282,6 +282,18 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
         &mut warnings,
     )?;
     let words = snap.query_words(&req.query);
+    if let Some(st) = snap.stats()? {
+        if !st.stale_specs.is_empty() {
+            warnings.push(Warning::new(
+                "STALE_SPECS",
+                format!(
+                    "{} spec(s) changed since they were indexed (e.g. {}); run `kdd index`",
+                    st.stale_specs.len(),
+                    st.stale_specs[0]
+                ),
+            ));
+        }
+    }
 
     // Graph expansion from the top hits.
     let mut scores: HashMap<String, f32> =
