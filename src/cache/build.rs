@@ -446,6 +446,7 @@ pub fn update(
             db.clear(&mut wtxn).map_err(lm)?;
         }
         store.nodes.clear(&mut wtxn).map_err(lm)?;
+        store.lite.clear(&mut wtxn).map_err(lm)?;
         store.names.clear(&mut wtxn).map_err(lm)?;
         store.files.clear(&mut wtxn).map_err(lm)?;
         store.chunks.clear(&mut wtxn).map_err(lm)?;
@@ -586,6 +587,15 @@ pub fn update(
     }
     for (k, v) in &rev {
         store.rev.put(&mut wtxn, k, v).map_err(lm)?;
+    }
+    store.lite.clear(&mut wtxn).map_err(lm)?;
+    for (n, _) in &srcs {
+        let lite = super::store::NodeLite {
+            node: n.clone(),
+            in_degree: rev.get(n.id.as_str()).map_or(0, |v| v.len() as u32),
+            out_degree: fwd.get(n.id.as_str()).map_or(0, |v| v.len() as u32),
+        };
+        store.lite.put(&mut wtxn, &n.id, &lite).map_err(lm)?;
     }
     store.names.clear(&mut wtxn).map_err(lm)?;
     let mut names: BTreeMap<String, Vec<(KeyRank, String)>> = BTreeMap::new();

@@ -21,7 +21,7 @@ pub mod store;
 pub mod text;
 
 pub use build::BuildStats;
-pub use store::{ChunkRef, Edge, NodeRecord, SectionText};
+pub use store::{ChunkRef, Edge, NodeLite, NodeRecord, SectionText};
 pub use text::{LexHit, TextFilter};
 
 use crate::artifact::{read_manifest, IndexLevel, Manifest, INDEX_DIR};
@@ -38,7 +38,7 @@ use store::{lm, Store};
 use text::TextIndex;
 
 /// Version of the cache layout and of what it derives. Bump to force a rebuild everywhere.
-pub const CACHE_VERSION: u32 = 1;
+pub const CACHE_VERSION: u32 = 2;
 
 /// Cache errors.
 #[derive(Debug, thiserror::Error)]
@@ -449,6 +449,24 @@ impl Snapshot<'_> {
     /// A node's record.
     pub fn node(&self, id: &str) -> Result<Option<NodeRecord>, Error> {
         self.cache.store.nodes.get(&self.txn, id).map_err(lm)
+    }
+
+    /// A node's identity and degree (cheap: no text).
+    pub fn lite(&self, id: &str) -> Result<Option<NodeLite>, Error> {
+        self.cache.store.lite.get(&self.txn, id).map_err(lm)
+    }
+
+    /// A record holding only the node identity (no fields, no text): for graph walks.
+    pub fn node_brief(&self, id: &str) -> Result<Option<NodeRecord>, Error> {
+        Ok(self.lite(id)?.map(|l| NodeRecord {
+            node: l.node,
+            fields: Default::default(),
+            sections: Vec::new(),
+            links: Vec::new(),
+            stale: false,
+            stem: String::new(),
+            items: Vec::new(),
+        }))
     }
 
     /// Edges leaving a node.

@@ -324,7 +324,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
                     if !seen.insert(nb.clone()) {
                         continue;
                     }
-                    let indeg = snap.in_edges(&nb)?.len().max(1) as f32;
+                    let indeg = snap.lite(&nb)?.map_or(1, |l| l.in_degree.max(1)) as f32;
                     let hub = 1.0 / (1.0 + (indeg / 8.0)).sqrt();
                     let w = edge_weight(&ty) * dir_w * hub;
                     let ns = s * w * EXPAND_FACTOR;
