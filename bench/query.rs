@@ -1,3 +1,263 @@
-//! Query benchmark (placeholder until the synthetic corpus generator lands).
+//! Query benchmark on the synthetic corpus (`bench/synth.rs`).
+//!
+//! `cargo bench --bench bench -- query [N]` (default 10 000 specs) builds a temporary repository
+//! with N synthetic specs, runs `kdd index` (the `kdd` binary next to this bench, or `$KDD_BIN`),
+//! then prints:
+//! - cache build time from scratch (LMDB + tantivy (+ arroy at L2)), and after a one-spec change;
+//! - the freshness check alone (fingerprint of `.kdd-index/`);
+//! - cold `kdd query` process latency P50/P95 (fresh process per query, cache warm on disk);
+//! - in-process `query::hybrid` latency P50/P95 and `context` / `impact` P95.
 
-pub fn run(_args: &[String]) {}
+use kdd::cache::{fingerprint, Cache, OpenOptions};
+use kdd::query::{self, ContextRequest, HybridRequest, ImpactRequest};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const QUERIES: &[&str] = &[
+    "cancelar pedido después del envío",
+    "payment refund to the original card",
+    "estados del pedido y transiciones",
+    "who can approve a return",
+    "límite de crédito del cliente",
+    "inventory reservation when the order is confirmed",
+    "notificación al cliente por correo",
+    "discount rules for loyal customers",
+    "auditoría de operaciones de dinero",
+    "shipping cost calculation by weight",
+];
+
+fn kdd_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("KDD_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("bench path");
+    // target/<profile>/deps/bench-… → target/<profile>/kdd
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    dir.join("kdd")
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "b")
+        .env("GIT_AUTHOR_EMAIL", "b@example.com")
+        .env("GIT_COMMITTER_NAME", "b")
+        .env("GIT_COMMITTER_EMAIL", "b@example.com")
+        .output()
+        .expect("git runs")
+        .status
+        .success();
+    assert!(ok, "git {args:?} failed");
+}
+
+fn pct(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn say(s: &str) {
+    kdd::cli::output::info(s);
+}
+
+pub fn run(args: &[String]) {
+    let n: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let bin = kdd_bin();
+    if !bin.is_file() {
+        kdd::cli::output::error(&format!(
+            "{} not found: build it first (cargo build --release) or set KDD_BIN",
+            bin.display()
+        ));
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    git(dir, &["init", "-q"]);
+    let stats = super::synth::generate(dir, n, 42).expect("synthetic corpus");
+    let _ = stats;
+    let t = Instant::now();
+    let o = Command::new(&bin)
+        .arg("index")
+        .current_dir(dir)
+        .output()
+        .expect("kdd index runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    say(&format!("corpus: {n} specs; kdd index {}", ms(t.elapsed())));
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-qm", "synthetic"]);
+
+    let index_dir = dir.join(".kdd-index");
+    let cache_root = dir.join(".git/kdd-cache-bench");
+    let open = |force: bool| {
+        Cache::open_paths(
+            &index_dir,
+            dir,
+            &cache_root,
+            &OpenOptions {
+                force_rebuild: force,
+            },
+        )
+        .expect("cache opens")
+    };
+    // Build from scratch.
+    let t = Instant::now();
+    let c = open(true);
+    let full = t.elapsed();
+    let st = c.last_update().cloned().unwrap_or_default();
+    say(&format!(
+        "cache build from scratch: {} ({} nodes, {} edges, level {:?})",
+        ms(full),
+        st.nodes,
+        st.edges,
+        c.level()
+    ));
+    drop(c);
+    // Freshness check alone.
+    let mut fp = Vec::new();
+    for _ in 0..50 {
+        let t = Instant::now();
+        let _ = fingerprint(&index_dir).expect("fingerprint");
+        fp.push(t.elapsed());
+    }
+    say(&format!(
+        "freshness check (fingerprint): p50 {} p95 {}",
+        ms(pct(&mut fp, 0.5)),
+        ms(pct(&mut fp, 0.95))
+    ));
+    // One-spec change → re-index → incremental cache update.
+    let spec = find_spec(&dir.join("specs")).expect("a spec");
+    let mut s = std::fs::read_to_string(&spec).unwrap_or_default();
+    s.push_str("\n\nUna nota nueva sobre el redondeo.\n");
+    std::fs::write(&spec, s).expect("edit spec");
+    let o = Command::new(&bin)
+        .arg("index")
+        .current_dir(dir)
+        .output()
+        .expect("kdd index runs");
+    assert!(o.status.success());
+    let t = Instant::now();
+    let c = open(false);
+    let inc = t.elapsed();
+    let st = c.last_update().cloned().unwrap_or_default();
+    say(&format!(
+        "cache update after a one-spec change: {} (updated {}, added {}, removed {}, full {})",
+        ms(inc),
+        st.updated,
+        st.added,
+        st.removed,
+        st.full
+    ));
+    drop(c);
+
+    // Cold processes: the CLI uses the default cache dir; warm it once first.
+    let run_q = |q: &str| {
+        Command::new(&bin)
+            .args(["query", q, "--json", "--limit", "10"])
+            .current_dir(dir)
+            .output()
+            .expect("kdd query runs")
+    };
+    let o = run_q(QUERIES[0]);
+    assert!(
+        o.status.success() || o.status.code() == Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut cold = Vec::new();
+    for _ in 0..3 {
+        for q in QUERIES {
+            let t = Instant::now();
+            let _ = run_q(q);
+            cold.push(t.elapsed());
+        }
+    }
+    say(&format!(
+        "cold `kdd query` process (n={}): p50 {} p95 {}",
+        cold.len(),
+        ms(pct(&mut cold, 0.5)),
+        ms(pct(&mut cold, 0.95))
+    ));
+
+    // In-process.
+    let c = open(false);
+    let mut hot = Vec::new();
+    for _ in 0..5 {
+        for q in QUERIES {
+            let t = Instant::now();
+            let _ = query::hybrid(&c, &HybridRequest::new(*q));
+            hot.push(t.elapsed());
+        }
+    }
+    say(&format!(
+        "in-process hybrid query (n={}): p50 {} p95 {}",
+        hot.len(),
+        ms(pct(&mut hot, 0.5)),
+        ms(pct(&mut hot, 0.95))
+    ));
+    let snap_ids: Vec<String> = c
+        .snapshot()
+        .and_then(|s| s.node_ids())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|id| id.starts_with("Entity:"))
+        .take(20)
+        .collect();
+    let mut ctx = Vec::new();
+    let mut imp = Vec::new();
+    for id in &snap_ids {
+        let t = Instant::now();
+        let _ = query::context(
+            &c,
+            &ContextRequest {
+                hints: vec![id.clone()],
+                depth: 1,
+                max_tokens: 4000,
+            },
+        );
+        ctx.push(t.elapsed());
+        let t = Instant::now();
+        let _ = query::impact(
+            &c,
+            &ImpactRequest {
+                node: id.clone(),
+                change_type: query::ChangeType::ModifyAttribute,
+                depth: 3,
+            },
+        );
+        imp.push(t.elapsed());
+    }
+    if !ctx.is_empty() {
+        say(&format!(
+            "in-process context p95 {}; impact p95 {} (n={})",
+            ms(pct(&mut ctx, 0.95)),
+            ms(pct(&mut imp, 0.95)),
+            ctx.len()
+        ));
+    }
+}
+
+fn find_spec(dir: &Path) -> Option<PathBuf> {
+    let mut stack = vec![dir.to_path_buf()];
+    let mut found: Vec<PathBuf> = Vec::new();
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).ok()?.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "md")
+                && p.to_string_lossy().contains("rules")
+            {
+                found.push(p);
+            }
+        }
+    }
+    found.sort();
+    found.into_iter().next()
+}

@@ -77,6 +77,9 @@ fn walk(dir: &Path, rel: &str, ext: &str, out: &mut BTreeMap<String, FileStamp>)
     }
 }
 
+/// A spec's record and vectors, or why it could not be loaded.
+type Loaded = Result<(NodeRecord, Vec<LoadedVector>), String>;
+
 /// Stamps of a spec's node, edges and embeddings files.
 pub type Stamps = (FileStamp, Option<FileStamp>, Option<FileStamp>);
 
@@ -443,6 +446,7 @@ pub fn update(
             db.clear(&mut wtxn).map_err(lm)?;
         }
         store.nodes.clear(&mut wtxn).map_err(lm)?;
+        store.lite.clear(&mut wtxn).map_err(lm)?;
         store.names.clear(&mut wtxn).map_err(lm)?;
         store.files.clear(&mut wtxn).map_err(lm)?;
         store.chunks.clear(&mut wtxn).map_err(lm)?;
@@ -494,8 +498,7 @@ pub fn update(
         })
         .collect();
     use rayon::prelude::*;
-    #[allow(clippy::type_complexity)]
-    let loaded: Vec<(String, Result<(NodeRecord, Vec<LoadedVector>), String>)> = todo
+    let loaded: Vec<(String, Loaded)> = todo
         .par_iter()
         .map(|(stem, _)| {
             (
@@ -584,6 +587,15 @@ pub fn update(
     }
     for (k, v) in &rev {
         store.rev.put(&mut wtxn, k, v).map_err(lm)?;
+    }
+    store.lite.clear(&mut wtxn).map_err(lm)?;
+    for (n, _) in &srcs {
+        let lite = super::store::NodeLite {
+            node: n.clone(),
+            in_degree: rev.get(n.id.as_str()).map_or(0, |v| v.len() as u32),
+            out_degree: fwd.get(n.id.as_str()).map_or(0, |v| v.len() as u32),
+        };
+        store.lite.put(&mut wtxn, &n.id, &lite).map_err(lm)?;
     }
     store.names.clear(&mut wtxn).map_err(lm)?;
     let mut names: BTreeMap<String, Vec<(KeyRank, String)>> = BTreeMap::new();

@@ -38,6 +38,14 @@ pub struct NodeRecord {
     pub items: Vec<u32>,
 }
 
+/// A node's identity plus its degree: what graph walks need, without the text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeLite {
+    pub node: Node,
+    pub in_degree: u32,
+    pub out_degree: u32,
+}
+
 /// A resolved, typed edge.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Edge {
@@ -72,6 +80,7 @@ pub struct Store {
     pub env: &'static Env<WithoutTls>,
     pub meta: Database<'static, Str, Json<serde_json::Value>>,
     pub nodes: Database<'static, Str, Json<NodeRecord>>,
+    pub lite: Database<'static, Str, Json<NodeLite>>,
     pub fwd: Database<'static, Str, Json<Vec<Edge>>>,
     pub rev: Database<'static, Str, Json<Vec<Edge>>>,
     pub names: Database<'static, Str, Json<Vec<(super::resolve::KeyRank, String)>>>,
@@ -85,7 +94,7 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Store, Error> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let mut opts = EnvOpenOptions::new().read_txn_without_tls();
-        opts.map_size(8 << 30).max_dbs(12).max_readers(512);
+        opts.map_size(8 << 30).max_dbs(16).max_readers(512);
         // SAFETY: heed requires that the same environment is not opened twice in one process
         // and that the files are not modified outside LMDB. The cache directory is private to
         // kdd and every environment is opened once per process (see `super::env_for`), then
@@ -98,6 +107,7 @@ impl Store {
             .create_databases_and_commit(wtxn, |o, w| -> heed::Result<_> {
                 let meta = o.create_database(w, Some("meta"))?;
                 let nodes = o.create_database(w, Some("nodes"))?;
+                let lite = o.create_database(w, Some("lite"))?;
                 let fwd = o.create_database(w, Some("fwd"))?;
                 let rev = o.create_database(w, Some("rev"))?;
                 let names = o.create_database(w, Some("names"))?;
@@ -105,16 +115,17 @@ impl Store {
                 let chunks = o.create_database(w, Some("chunks"))?;
                 let vectors = o.create_database(w, Some("vectors"))?;
                 Ok(heed::CommitOrAbort::<_, ()>::Commit((
-                    meta, nodes, fwd, rev, names, files, chunks, vectors,
+                    meta, nodes, lite, fwd, rev, names, files, chunks, vectors,
                 )))
             })
             .map_err(|e| Error::lmdb(dir, e))?
             .unwrap_commit();
-        let (meta, nodes, fwd, rev, names, files, chunks, vectors) = dbs;
+        let (meta, nodes, lite, fwd, rev, names, files, chunks, vectors) = dbs;
         Ok(Store {
             env,
             meta,
             nodes,
+            lite,
             fwd,
             rev,
             names,

@@ -390,7 +390,7 @@ impl TextIndex {
         let top = searcher
             .search(
                 &query,
-                &TopDocs::with_limit(limit.max(1) * 30).order_by_score(),
+                &TopDocs::with_limit(limit.max(1) * 8).order_by_score(),
             )
             .map_err(|e| Error::Corrupt(format!("text search: {e}")))?;
         struct Acc {

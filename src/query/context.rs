@@ -102,7 +102,7 @@ fn resolve_hint(snap: &Snapshot<'_>, hint: &str) -> Result<Vec<(String, String)>
         let mut c = snap.lookup(stem)?;
         let mut spec_like = Vec::new();
         for (r, id) in &c {
-            if let Some(n) = snap.node(id)? {
+            if let Some(n) = snap.node_brief(id)? {
                 if !matches!(n.node.kind, Kind::Feature | Kind::Requirement) {
                     spec_like.push((*r, id.clone()));
                 }
@@ -196,7 +196,7 @@ pub fn context(cache: &Cache, req: &ContextRequest) -> Result<ContextResponse, E
     }
     let mut kinds: BTreeMap<String, Kind> = BTreeMap::new();
     while let Some((cur, d, path)) = q.pop_front() {
-        let Some(rec) = snap.node(&cur)? else {
+        let Some(rec) = snap.node_brief(&cur)? else {
             continue;
         };
         kinds.insert(cur.clone(), rec.node.kind);
@@ -217,7 +217,9 @@ pub fn context(cache: &Cache, req: &ContextRequest) -> Result<ContextResponse, E
             if found.contains_key(&nb) {
                 continue;
             }
-            let Some(n) = snap.node(&nb)? else { continue };
+            let Some(n) = snap.node_brief(&nb)? else {
+                continue;
+            };
             let k = n.node.kind;
             if !(is_constraint(k) || is_behavior(k)) {
                 continue;

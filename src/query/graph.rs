@@ -55,7 +55,9 @@ pub fn graph(cache: &Cache, req: &GraphRequest) -> Result<GraphResponse, Error> 
         if *id == root {
             continue;
         }
-        let Some(rec) = snap.node(id)? else { continue };
+        let Some(rec) = snap.node_brief(id)? else {
+            continue;
+        };
         if !req.kinds.is_empty() && !req.kinds.contains(&rec.node.kind) {
             continue;
         }
@@ -142,7 +144,9 @@ pub fn impact(cache: &Cache, req: &ImpactRequest) -> Result<ImpactResponse, Erro
         if *d == 0 {
             continue;
         }
-        let Some(rec) = snap.node(id)? else { continue };
+        let Some(rec) = snap.node_brief(id)? else {
+            continue;
+        };
         // Path from the analysed node to this one.
         let mut path = vec![id.clone()];
         let mut types = Vec::new();
@@ -185,17 +189,22 @@ pub fn impact(cache: &Cache, req: &ImpactRequest) -> Result<ImpactResponse, Erro
     let mut scenarios: Vec<ScenarioRef> = Vec::new();
     let mut seen = BTreeSet::new();
     for id in dist.keys() {
-        let rec = match snap.node(id)? {
+        let rec = match snap.node_brief(id)? {
             Some(r) => r,
             None => continue,
         };
         let mut feats: Vec<NodeRecord> = Vec::new();
         if rec.node.kind == Kind::Feature {
-            feats.push(rec.clone());
+            if let Some(full) = snap.node(id)? {
+                feats.push(full);
+            }
         }
         for e in snap.in_edges(id)? {
-            if let Some(f) = snap.node(&e.from)? {
-                if f.node.kind == Kind::Feature {
+            let is_feature = snap
+                .lite(&e.from)?
+                .is_some_and(|l| l.node.kind == Kind::Feature);
+            if is_feature {
+                if let Some(f) = snap.node(&e.from)? {
                     feats.push(f);
                 }
             }
@@ -415,7 +424,7 @@ pub fn coverage(cache: &Cache, req: &CoverageRequest) -> Result<CoverageResponse
         .chain(snap.in_edges(&root)?)
     {
         let other = if e.from == root { &e.to } else { &e.from };
-        if let Some(n) = snap.node(other)? {
+        if let Some(n) = snap.node_brief(other)? {
             neighbours.insert(other.clone(), n.node.kind);
         }
     }
@@ -463,7 +472,7 @@ pub fn violations(cache: &Cache, req: &ViolationsRequest) -> Result<ViolationsRe
     let snap = cache.snapshot()?;
     let mut out = Vec::new();
     for e in snap.violations()? {
-        let (Some(f), Some(t)) = (snap.node(&e.from)?, snap.node(&e.to)?) else {
+        let (Some(f), Some(t)) = (snap.node_brief(&e.from)?, snap.node_brief(&e.to)?) else {
             continue;
         };
         if !req.kinds.is_empty() && !req.kinds.contains(&f.node.kind) {
