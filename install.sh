@@ -8,7 +8,9 @@
 #   ./install.sh                      build + install binaries, ONNX Runtime, multilingual-e5-small-int8
 #   ./install.sh --model all          ... and all-MiniLM-L6-v2 as well (select it with KDD_MODEL)
 #   ./install.sh --no-model           binaries only: kdd runs at L1 (graph + lexical, no embeddings)
-#   ./install.sh --repo PATH          ... then wire PATH (hooks + merge driver) with `kdd install`
+#   ./install.sh --repo PATH          ... then wire PATH (hooks + merge driver), index it, answer --query
+#   ./install.sh --query TEXT         the question answered at the end (demo default: "flujo de devolución")
+#   ./install.sh --no-demo            install only: skip indexing the demo corpus and the sample query
 #   ./install.sh --check              verify installed runtime/models against their manifests; change nothing
 #   ./install.sh --test               provision, then run the project's checks (fmt, clippy, tests)
 #
@@ -43,8 +45,10 @@ TEST=0
 CHECK_ONLY=0
 CLEAN=0
 REPO=""
+QUERY=""
+DEMO=1
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 say() { printf 'install.sh: %s\n' "$*" >&2; }
 die() { printf 'install.sh: error: %s\n' "$*" >&2; exit 2; }
 now() { date +%s.%N; }
@@ -60,6 +64,9 @@ while [ $# -gt 0 ]; do
     --bin-dir|--prefix) [ $# -ge 2 ] || die "$1 needs a path"; BIN_DIR=$2; shift ;;
     --repo) [ $# -ge 2 ] || die "--repo needs a path"; REPO=$2; shift ;;
     --repo=*) REPO=${1#--repo=} ;;
+    --query) [ $# -ge 2 ] || die "--query needs a text"; QUERY=$2; shift ;;
+    --query=*) QUERY=${1#--query=} ;;
+    --no-demo) DEMO=0 ;;
     --test) TEST=1 ;;
     --check) CHECK_ONLY=1 ;;
     --clean) CLEAN=1 ;;
@@ -273,15 +280,41 @@ if [ $TEST = 1 ]; then
   exit 0
 fi
 if [ $BUILD = 1 ]; then install_binaries; fi
-if [ -n "$REPO" ]; then
-  KDD=$BIN_DIR/kdd
-  [ -x "$KDD" ] || KDD=$(command -v kdd) || die "kdd not found; run without --no-build first"
-  say "wiring $REPO: $KDD install --repo $REPO"
-  "$KDD" install --repo "$REPO"
-fi
+KDD=$BIN_DIR/kdd
+[ -x "$KDD" ] || KDD=$(command -v kdd) || die "kdd not found; run without --no-build first"
 if [ $NO_MODEL = 1 ]; then
   say "no model installed: kdd indexes at L1 (graph + lexical). Re-run ./install.sh for L2."
 else
   say "L2 ready: data dir $DATA_DIR (model ${MODELS[0]}); check with: kdd doctor"
+fi
+
+# ---- the main job: index a repository of specs and answer a query ----------------------------
+# Without --repo: the bundled demo corpus (fixtures/demo/specs), committed into a scratch repo.
+gitc() { git -C "$1" -c user.name=kdd-demo -c user.email=kdd-demo@localhost "${@:2}"; }
+if [ -n "$REPO" ]; then
+  say "wiring $REPO: $KDD install --repo $REPO"
+  "$KDD" install --repo "$REPO"
+  say "indexing $REPO"
+  "$KDD" -C "$REPO" index || say "some specs could not be indexed (see above); the others were"
+  if [ -n "$QUERY" ]; then
+    "$KDD" -C "$REPO" query "$QUERY" || true
+  else
+    "$KDD" -C "$REPO" status || true
+  fi
+elif [ $DEMO = 1 ]; then
+  demo="$DATA_DIR/demo"
+  say "demo: indexing the bundled corpus in a scratch repository ($demo)"
+  rm -rf "$demo"; mkdir -p "$demo"
+  cp -R "$HERE/fixtures/demo/specs" "$demo/specs"
+  gitc "$demo" init -q
+  "$KDD" install --repo "$demo" >/dev/null
+  gitc "$demo" add specs
+  # The pre-commit hook indexes the staged specs and stages .kdd-index/ in the same commit.
+  PATH="$BIN_DIR:$PATH" gitc "$demo" commit -q -m "demo specs"
+  "$KDD" -C "$demo" status || true
+  q=${QUERY:-"flujo de devolución"}
+  say "demo: kdd query \"$q\""
+  "$KDD" -C "$demo" query "$q" || true
+  say "try: kdd -C $demo context --hint src/pedido.ts   |   kdd -C $demo impact Entity:Pedido"
 fi
 say "done in $(since "$T0")"

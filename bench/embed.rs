@@ -17,8 +17,17 @@ fn say(s: &str) {
 
 pub fn run(args: &[String]) {
     match args.first().map(String::as_str) {
-        Some("model") | None => model(),
-        Some(other) => output::error(&format!("unknown embed bench {other:?}; try: model")),
+        Some("model") => model(),
+        Some("corpus") => corpus(args.get(1)),
+        Some("synth") => synth(args.get(1)),
+        None | Some("all") => {
+            model();
+            corpus(None);
+            synth(None);
+        }
+        Some(other) => output::error(&format!(
+            "unknown embed bench {other:?}; try: model, corpus [DIR], synth [N], all"
+        )),
     }
 }
 
@@ -168,4 +177,199 @@ fn model() {
             q1 == q2
         ));
     }
+}
+
+fn git_init(dir: &std::path::Path) {
+    let ok = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(dir)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(ok, "git init failed");
+}
+
+fn copy_tree(src: &std::path::Path, dst: &std::path::Path) {
+    std::fs::create_dir_all(dst).expect("mkdir");
+    for e in std::fs::read_dir(src).expect("read dir").flatten() {
+        let to = dst.join(e.file_name());
+        if e.path().is_dir() {
+            copy_tree(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), &to).expect("copy");
+        }
+    }
+}
+
+/// N synthetic specs (entities, rules, use cases) with Spanish-like prose, deterministic.
+fn write_synth(specs: &std::path::Path, n: usize) {
+    let paras = paragraphs(97);
+    for i in 0..n {
+        let (dir, kind, id, secs): (&str, &str, String, &[&str]) = match i % 3 {
+            0 => (
+                "01-domain/entities",
+                "entity",
+                format!("Entidad{i:04}"),
+                &["Descripción"],
+            ),
+            1 => (
+                "01-domain/rules",
+                "business-rule",
+                format!("BR-SYN-{i:04}"),
+                &["Declaración", "Cuándo aplica"],
+            ),
+            _ => (
+                "02-behavior/use-cases",
+                "use-case",
+                format!("UC-{i:04}"),
+                &["Descripción", "Flujo Principal"],
+            ),
+        };
+        let mut body = format!("---\nid: {id}\nkind: {kind}\n---\n# {id}\n\n");
+        for (j, s) in secs.iter().enumerate() {
+            body.push_str(&format!("## {s}\n\n"));
+            for k in 0..2 {
+                body.push_str(&format!(
+                    "{} [[Entidad{:04}]] número {i}.\n\n",
+                    paras[(i * 5 + j * 3 + k) % paras.len()],
+                    (i / 3) * 3
+                ));
+            }
+        }
+        body.push_str("## Notas\n\nTexto no embebible.\n");
+        let p = specs.join(dir).join(format!("{id}.md"));
+        std::fs::create_dir_all(p.parent().unwrap()).expect("mkdir");
+        std::fs::write(p, body).expect("write");
+    }
+}
+
+fn index_bench(label: &str, fill: &dyn Fn(&std::path::Path)) {
+    use kdd::embed::extras::L2Extras;
+    let Some(model) = load() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let repo = tmp.path();
+    git_init(repo);
+    fill(&repo.join("specs"));
+    let settings = kdd::config::Settings::discover(repo, None).expect("settings");
+    let x = L2Extras::new(Box::new(model));
+    let opts = kdd::index::Options {
+        extras: Some(&x),
+        progress: None,
+    };
+    let t = Instant::now();
+    let out = kdd::index::full(&settings, &opts).expect("index");
+    let full = t.elapsed().as_secs_f64();
+    let s = x.stats();
+    let kinds: Vec<String> = s.per_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    say(&format!(
+        "{label}: {} specs, full L2 index {full:.2}s; {} chunks embedded in {:.2}s → {:.1} chunks/s (model time), {:.1} chunks/s (whole run); per kind: {}",
+        out.indexed,
+        s.embedded,
+        s.embed_time.as_secs_f64(),
+        s.embedded as f64 / s.embed_time.as_secs_f64().max(1e-9),
+        s.embedded as f64 / full,
+        kinds.join(", ")
+    ));
+    let spec_bytes: u64 = walk_sizes(&repo.join("specs"));
+    let vec_bytes: u64 = walk_sizes(&repo.join(".kdd-index/embeddings"));
+    let all_bytes: u64 = walk_sizes(&repo.join(".kdd-index"));
+    say(&format!(
+        "{label}: size specs {spec_bytes} B, vectors {vec_bytes} B ({:.1}%), whole .kdd-index {all_bytes} B ({:.1}%)",
+        100.0 * vec_bytes as f64 / spec_bytes as f64,
+        100.0 * all_bytes as f64 / spec_bytes as f64
+    ));
+    let x = L2Extras::new(x.into_embedder());
+    let opts = kdd::index::Options {
+        extras: Some(&x),
+        progress: None,
+    };
+    let t = Instant::now();
+    let out2 = kdd::index::full(&settings, &opts).expect("index 2");
+    say(&format!(
+        "{label}: second full index {:.2}s, {} embedded, {} files written",
+        t.elapsed().as_secs_f64(),
+        x.stats().embedded,
+        out2.written.len()
+    ));
+    // one-spec incremental: edit one paragraph of the first spec with embeddable text
+    let mut files = Vec::new();
+    list_md(&repo.join("specs"), &mut files);
+    files.sort();
+    let target = files
+        .iter()
+        .find(|p| p.to_string_lossy().contains("/rules/"))
+        .unwrap_or(&files[0])
+        .clone();
+    let text = std::fs::read_to_string(&target).expect("read");
+    let edited = text.replacen(". ", ", y además se revisa. ", 1);
+    std::fs::write(&target, &edited).expect("write");
+    let rel = target
+        .strip_prefix(repo)
+        .unwrap()
+        .to_string_lossy()
+        .replace('\\', "/");
+    let x = L2Extras::new(x.into_embedder());
+    let opts = kdd::index::Options {
+        extras: Some(&x),
+        progress: None,
+    };
+    let t = Instant::now();
+    let out3 = kdd::index::apply_with(
+        &settings,
+        vec![kdd::index::SpecSource {
+            path: rel.clone(),
+            bytes: edited.into_bytes(),
+        }],
+        vec![],
+        &opts,
+    )
+    .expect("apply");
+    say(&format!(
+        "{label}: one-spec incremental ({rel}) {:.1} ms, {} chunk(s) embedded, {} files written (model already loaded)",
+        t.elapsed().as_secs_f64() * 1000.0,
+        x.stats().embedded,
+        out3.written.len()
+    ));
+}
+
+fn list_md(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            list_md(&p, out);
+        } else if p.extension().is_some_and(|x| x == "md") {
+            out.push(p);
+        }
+    }
+}
+
+fn walk_sizes(dir: &std::path::Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            total += walk_sizes(&p);
+        } else {
+            total += e.metadata().map(|m| m.len()).unwrap_or(0);
+        }
+    }
+    total
+}
+
+fn corpus(arg: Option<&String>) {
+    let dir = match arg {
+        Some(d) => std::path::PathBuf::from(d),
+        None => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/corpus/kdd-engine/specs"),
+    };
+    if !dir.is_dir() {
+        say(&format!("SKIP corpus: {} not found", dir.display()));
+        return;
+    }
+    index_bench("corpus", &|specs| copy_tree(&dir, specs));
+}
+
+fn synth(arg: Option<&String>) {
+    let n = arg.and_then(|a| a.parse().ok()).unwrap_or(1000);
+    index_bench(&format!("synth{n}"), &|specs| write_synth(specs, n));
 }

@@ -3,6 +3,8 @@
 mod embed;
 mod hook;
 mod query;
+mod serve;
+mod synth;
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -13,8 +15,10 @@ fn main() {
         Some("embed") => embed::run(&args[1..]),
         Some("hook") => hook::run(&args[1..]),
         Some("query") => query::run(&args[1..]),
+        Some("serve") => serve::run(&args[1..]),
+        Some("synth") => synth::run(&args[1..]),
         other => kdd::cli::output::error(&format!(
-            "unknown benchmark {other:?}; try: embed, hook, query"
+            "unknown benchmark {other:?}; try: embed, hook, query, serve, synth"
         )),
     }
 }

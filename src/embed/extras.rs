@@ -66,6 +66,14 @@ impl L2Extras {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Give the embedder back (e.g. to reuse a loaded model for another run).
+    pub fn into_embedder(self) -> Box<dyn Embedder + Send> {
+        self.state
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .embedder
+    }
+
     /// The manifest's embedding description.
     pub fn info(&self) -> EmbeddingInfo {
         EmbeddingInfo {

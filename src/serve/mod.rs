@@ -1,1 +1,468 @@
-//! serve stage (to be written).
+//! Serving agents and services: the MCP stdio server ([`mcp`]), the HTTP retrieval API
+//! ([`http`]) and the bare-repository mirror behind `kdd serve --ref` and the `post-receive`
+//! hook ([`bare`], [`receive`]).
+//!
+//! Both servers share one [`Engine`]: it owns the open query cache and re-checks freshness
+//! before answering (every MCP call; HTTP at most every `check_interval`), so a re-index — a
+//! new commit, `kdd index`, a push to the served ref — is picked up without a restart. A
+//! refresh builds the new cache state while requests keep using the old snapshot (`Arc`), then
+//! swaps it in. Request bodies and validation live in [`api`].
+
+pub mod api;
+pub mod bare;
+pub mod http;
+pub mod mcp;
+pub mod receive;
+
+use crate::cache::{self, Cache, OpenOptions};
+use crate::config::Settings;
+use api::ApiError;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// Where the served specs and index come from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// The work tree of a normal repository (`.kdd-index/` and specs on disk).
+    WorkTree {
+        index_dir: PathBuf,
+        repo_root: PathBuf,
+    },
+    /// The tree of a ref, mirrored from the object database (bare repositories, `--ref`).
+    Tree(bare::Mirror),
+}
+
+/// One opened cache state and what is known about its freshness.
+pub struct Loaded {
+    pub cache: Cache,
+    /// Fingerprint of `.kdd-index/` when opened.
+    pub fingerprint: String,
+    /// Commit served (tree mode).
+    pub commit: Option<String>,
+    /// `source_file → source_hash` of every node (for the stale scan).
+    files: BTreeMap<String, String>,
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Every node's identity, sorted by id (for listing without reading section text).
+    pub briefs: Vec<crate::spec::Node>,
+    /// Specs whose committed artifacts were re-derived on the server at the last sync.
+    pub rederived: Vec<String>,
+    /// When this state was opened.
+    pub opened: std::time::SystemTime,
+}
+
+/// Result of comparing the specs on disk with the index.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StaleScan {
+    /// Indexed specs whose bytes changed since they were indexed (or that are gone).
+    pub stale_specs: Vec<String>,
+    /// Spec files with no node in the index.
+    pub unindexed_specs: Vec<String>,
+}
+
+/// Freshness stated in every MCP answer (and `kdd_status`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Freshness {
+    /// `L1` (graph + lexical) or `L2` (with embeddings).
+    pub level: String,
+    pub nodes: usize,
+    /// True when the cache matches `.kdd-index/` and every spec matches its node.
+    pub fresh: bool,
+    /// The cache was rebuilt/updated for this call (a re-index was picked up).
+    pub reloaded: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stale_specs: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unindexed_specs: Vec<String>,
+    /// Commit served (bare repositories / `--ref`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// What to do when not fresh.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// File stamp memo for the stale scan: path → (len, mtime, hash).
+type Memo = BTreeMap<String, (u64, i128, String)>;
+
+/// Shared serving state.
+pub struct Engine {
+    pub settings: Settings,
+    pub source: Source,
+    current: RwLock<Option<Arc<Loaded>>>,
+    refresh_lock: Mutex<()>,
+    last_check: Mutex<Option<Instant>>,
+    /// Minimum time between two freshness checks (zero: every call).
+    pub check_interval: Duration,
+    memo: Mutex<Memo>,
+    last_scan: Mutex<Option<(Instant, StaleScan)>>,
+}
+
+fn log(msg: &str) {
+    crate::cli::output::info(msg);
+}
+
+impl Engine {
+    /// Serve the work tree of `settings` (or, for a bare repository or with `rev`, the tree of
+    /// that ref through a mirror).
+    pub fn new(settings: Settings, rev: Option<&str>, check_interval: Duration) -> Engine {
+        let source = match (settings.bare, rev) {
+            (false, None) => Source::WorkTree {
+                index_dir: settings.repo_root.join(crate::artifact::INDEX_DIR),
+                repo_root: settings.repo_root.clone(),
+            },
+            (_, rev) => {
+                let rev = rev.unwrap_or("HEAD");
+                let rev = match crate::git::open(&settings.git_common_dir) {
+                    Ok(repo) => bare::full_ref(&repo, rev),
+                    Err(_) => rev.to_string(),
+                };
+                Source::Tree(bare::Mirror::new(&settings, &rev))
+            }
+        };
+        Engine {
+            settings,
+            source,
+            current: RwLock::new(None),
+            refresh_lock: Mutex::new(()),
+            last_check: Mutex::new(None),
+            check_interval,
+            memo: Mutex::new(Memo::new()),
+            last_scan: Mutex::new(None),
+        }
+    }
+
+    fn paths(&self) -> (PathBuf, PathBuf, PathBuf) {
+        match &self.source {
+            Source::WorkTree {
+                index_dir,
+                repo_root,
+            } => (
+                index_dir.clone(),
+                repo_root.clone(),
+                cache::cache_root(&self.settings),
+            ),
+            Source::Tree(m) => (m.index_dir(), m.tree(), m.cache_root()),
+        }
+    }
+
+    /// The current state without any freshness check (None before the first load).
+    pub fn peek(&self) -> Option<Arc<Loaded>> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The cache to answer from, refreshed first when the index changed. Returns the state and
+    /// whether it was reloaded for this call. While another request refreshes, the old state
+    /// answers.
+    pub fn get(&self) -> Result<(Arc<Loaded>, bool), ApiError> {
+        let cur = self.peek();
+        if let Some(c) = &cur {
+            let due = {
+                let lc = self.last_check.lock().unwrap_or_else(|e| e.into_inner());
+                lc.is_none_or(|t| t.elapsed() >= self.check_interval)
+            };
+            if !due {
+                return Ok((c.clone(), false));
+            }
+        }
+        let _guard = match (self.refresh_lock.try_lock(), &cur) {
+            (Ok(g), _) => g,
+            (Err(_), Some(c)) => return Ok((c.clone(), false)),
+            (Err(_), None) => self.refresh_lock.lock().unwrap_or_else(|e| e.into_inner()),
+        };
+        // Another thread may have loaded while we waited.
+        let cur = self.peek();
+        let res = self.check(cur.as_ref());
+        *self.last_check.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        match res {
+            Ok(None) => Ok((cur.expect("checked state exists"), false)),
+            Ok(Some(new)) => {
+                let new = Arc::new(new);
+                *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some(new.clone());
+                *self.last_scan.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                Ok((new, true))
+            }
+            Err(e) => {
+                if let Some(c) = cur {
+                    // Keep answering from the last good state; the problem is logged.
+                    log(&format!(
+                        "kdd serve: refresh failed, serving the previous index: {e}"
+                    ));
+                    Ok((c, false))
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// Compare with the index; open a new state when it changed.
+    fn check(&self, cur: Option<&Arc<Loaded>>) -> Result<Option<Loaded>, ApiError> {
+        let mut rederived = Vec::new();
+        let mut commit = None;
+        if let Source::Tree(m) = &self.source {
+            let repo = crate::git::open(&m.git_dir).map_err(|e| {
+                log(&format!("kdd serve: {e}"));
+                ApiError::unavailable()
+            })?;
+            let want = m
+                .ref_commit(&repo)
+                .map_err(|e| {
+                    log(&format!("kdd serve: {e}"));
+                    ApiError::new(
+                        503,
+                        "INDEX_UNAVAILABLE",
+                        format!("ref `{}` not found", m.rev),
+                    )
+                })?
+                .to_string();
+            if cur.is_some_and(|c| c.commit.as_deref() == Some(want.as_str())) {
+                return Ok(None);
+            }
+            if m.served_commit().as_deref() != Some(want.as_str()) {
+                match m.sync(None) {
+                    Ok(Some(r)) => {
+                        log(&format!(
+                            "kdd serve: mirrored {} at {} ({} written, {} removed, {} re-derived, {} ms)",
+                            r.rev,
+                            &r.to[..12.min(r.to.len())],
+                            r.written,
+                            r.removed,
+                            r.rederived.len(),
+                            r.millis
+                        ));
+                        rederived = r.rederived;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        log(&format!("kdd serve: mirror sync failed: {e}"));
+                        return Err(ApiError::unavailable());
+                    }
+                }
+            } else {
+                rederived = receive::last_rederived(m);
+            }
+            commit = m.served_commit();
+        }
+        let (index_dir, repo_root, root) = self.paths();
+        let fp = cache::fingerprint(&index_dir).map_err(|_| ApiError::unavailable())?;
+        if commit.is_none() && cur.is_some_and(|c| c.fingerprint == fp) {
+            return Ok(None);
+        }
+        let t0 = Instant::now();
+        let cache = Cache::open_paths(&index_dir, &repo_root, &root, &OpenOptions::default())
+            .map_err(|e| {
+                log(&format!("kdd serve: cannot open the index: {e}"));
+                ApiError::from(e)
+            })?;
+        let snap = cache.snapshot().map_err(ApiError::from)?;
+        let all = snap.all_nodes().map_err(ApiError::from)?;
+        drop(snap);
+        let files: BTreeMap<String, String> = all
+            .iter()
+            .map(|r| (r.node.source_file.clone(), r.node.source_hash.clone()))
+            .collect();
+        log(&format!(
+            "kdd serve: index loaded ({} nodes, {:?}, {} ms)",
+            all.len(),
+            cache.level(),
+            t0.elapsed().as_millis()
+        ));
+        let mut briefs: Vec<crate::spec::Node> = all.into_iter().map(|r| r.node).collect();
+        briefs.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(Some(Loaded {
+            nodes: briefs.len(),
+            briefs,
+            cache,
+            fingerprint: fp,
+            commit,
+            files,
+            rederived,
+            opened: std::time::SystemTime::now(),
+        }))
+    }
+
+    /// Compare every spec file with its node's source hash (memoised by size + mtime, so a
+    /// repeat scan only stats). `max_age`: reuse a scan younger than this.
+    pub fn stale_scan(&self, loaded: &Loaded, max_age: Duration) -> StaleScan {
+        if let Some((t, s)) = &*self.last_scan.lock().unwrap_or_else(|e| e.into_inner()) {
+            if t.elapsed() < max_age {
+                return s.clone();
+            }
+        }
+        let (_, repo_root, _) = self.paths();
+        let on_disk = bare::specs_in(&repo_root, &self.settings.specs_root);
+        let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
+        let mut scan = StaleScan::default();
+        let mut seen = BTreeSet::new();
+        for (file, hash) in &loaded.files {
+            seen.insert(file.as_str());
+            let abs = repo_root.join(file);
+            let Ok(md) = std::fs::metadata(&abs) else {
+                scan.stale_specs.push(file.clone());
+                continue;
+            };
+            let mtime = md
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_nanos() as i128)
+                .unwrap_or(0);
+            let h = match memo.get(file) {
+                Some((l, m, h)) if *l == md.len() && *m == mtime => h.clone(),
+                _ => {
+                    let h = std::fs::read(&abs)
+                        .map(|b| blake3::hash(&b).to_hex().to_string())
+                        .unwrap_or_default();
+                    memo.insert(file.clone(), (md.len(), mtime, h.clone()));
+                    h
+                }
+            };
+            if &h != hash {
+                scan.stale_specs.push(file.clone());
+            }
+        }
+        scan.unindexed_specs = on_disk
+            .iter()
+            .filter(|p| !seen.contains(p.as_str()))
+            .cloned()
+            .collect();
+        *self.last_scan.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((Instant::now(), scan.clone()));
+        scan
+    }
+
+    /// Freshness of a state, for answers. `full`: include every stale path (else at most 20).
+    pub fn freshness(&self, loaded: &Loaded, reloaded: bool, full: bool) -> Freshness {
+        let scan = self.stale_scan(loaded, self.check_interval);
+        let cap = if full { usize::MAX } else { 20 };
+        let mut stale = scan.stale_specs.clone();
+        stale.extend(loaded.rederived.iter().cloned());
+        stale.sort();
+        stale.dedup();
+        let fresh = stale.is_empty() && scan.unindexed_specs.is_empty();
+        let hint = (!fresh).then(|| match self.source {
+            Source::WorkTree { .. } => {
+                "some specs changed since they were indexed: run `kdd index` (answers use the last \
+                 index for those specs)"
+                    .to_string()
+            }
+            Source::Tree(_) => {
+                "the pushed .kdd-index/ did not match the pushed specs; the server re-derived \
+                 those specs (L1). Run `kdd verify` in CI and `kdd index` locally."
+                    .to_string()
+            }
+        });
+        Freshness {
+            level: format!("{:?}", loaded.cache.level()),
+            nodes: loaded.nodes,
+            fresh,
+            reloaded,
+            stale_specs: stale.into_iter().take(cap).collect(),
+            unindexed_specs: scan.unindexed_specs.into_iter().take(cap).collect(),
+            commit: loaded.commit.clone(),
+            hint,
+        }
+    }
+
+    /// The directory spec paths are confined to (the specs root of the served tree).
+    pub fn specs_dir(&self) -> PathBuf {
+        let (_, repo_root, _) = self.paths();
+        repo_root.join(&self.settings.specs_root)
+    }
+
+    /// The root `source_file` paths are relative to.
+    pub fn tree_root(&self) -> PathBuf {
+        self.paths().1
+    }
+}
+
+/// Resolve a user-given spec path inside `specs_dir`, refusing every escape: absolute paths,
+/// `..`, backslashes, NUL, and symlinks that lead outside (checked after canonicalisation).
+pub fn confined_path(specs_dir: &Path, rel: &str) -> Result<PathBuf, ApiError> {
+    let bad = || {
+        ApiError::bad(
+            "PATH_OUTSIDE_SPECS",
+            "`path` must be a spec file path relative to the specs root (no `..`, no absolute \
+             paths, no links leading outside)",
+        )
+    };
+    let rel = rel.trim();
+    if rel.is_empty()
+        || rel.contains('\0')
+        || rel.contains('\\')
+        || rel.starts_with('/')
+        || rel.split('/').any(|c| c == "..")
+        || (rel.len() > 1 && rel.as_bytes()[1] == b':')
+    {
+        return Err(bad());
+    }
+    let norm = crate::config::normalize_rel(rel).ok_or_else(bad)?;
+    let root = std::fs::canonicalize(specs_dir).map_err(|_| ApiError::unavailable())?;
+    let cand = root.join(&norm);
+    let real = std::fs::canonicalize(&cand).map_err(|_| {
+        ApiError::new(
+            404,
+            "SPEC_NOT_FOUND",
+            format!("no spec file `{}` under the specs root", norm),
+        )
+    })?;
+    if !real.starts_with(&root) {
+        return Err(bad());
+    }
+    if !real.is_file() {
+        return Err(ApiError::new(
+            404,
+            "SPEC_NOT_FOUND",
+            format!("`{norm}` is not a spec file"),
+        ));
+    }
+    Ok(real)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confinement() {
+        let tmp = tempfile::tempdir().unwrap();
+        let specs = tmp.path().join("specs");
+        std::fs::create_dir_all(specs.join("a")).unwrap();
+        std::fs::write(specs.join("a/x.md"), "# x").unwrap();
+        std::fs::write(tmp.path().join("secret.md"), "s").unwrap();
+        assert!(confined_path(&specs, "a/x.md").is_ok());
+        for p in [
+            "../secret.md",
+            "/etc/passwd",
+            "a/../../secret.md",
+            "a\\x.md",
+            "C:/x",
+        ] {
+            assert_eq!(
+                confined_path(&specs, p).unwrap_err().code,
+                "PATH_OUTSIDE_SPECS",
+                "{p}"
+            );
+        }
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(tmp.path().join("secret.md"), specs.join("link.md"))
+                .unwrap();
+            assert_eq!(
+                confined_path(&specs, "link.md").unwrap_err().code,
+                "PATH_OUTSIDE_SPECS"
+            );
+        }
+        assert_eq!(
+            confined_path(&specs, "nope.md").unwrap_err().code,
+            "SPEC_NOT_FOUND"
+        );
+    }
+}

@@ -4,8 +4,10 @@
 #![allow(clippy::print_stdout)]
 
 mod core;
+mod demo;
 mod embed;
 mod git;
 mod query;
 mod repo;
+mod serve;
 mod util;

@@ -318,7 +318,11 @@ def cmd_e5s1(src, out):
 
 
 def cmd_quantize(src, out):
+    import logging
+
     from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    logging.getLogger().setLevel(logging.ERROR)  # silence the "run pre-processing" advice
 
     quantize_dynamic(src, out, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gather"])
 

@@ -39,10 +39,10 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             return Ok(ExitStatus::Success);
         }
     };
+    if args.name == "post-receive" {
+        return crate::serve::receive::run_hook(&settings);
+    }
     if settings.bare {
-        if args.name == "post-receive" {
-            output::info("kdd-hook: post-receive is handled by `kdd serve` (not run by this hook)");
-        }
         return Ok(ExitStatus::Success);
     }
     let event = match args.name.as_str() {

@@ -1,0 +1,401 @@
+//! Serving a repository without a work tree (a bare server repo): the `.kdd-index/` and specs
+//! of a ref's tree are mirrored, blob by blob, into the cache directory, and the query cache is
+//! built from that mirror. This is the engine of `kdd serve --ref` and of the `post-receive`
+//! hook.
+//!
+//! Layout: `<cache dir>/serve/<ref>-<hash>/` holds `tree/` (only `<specs root>/**` and
+//! `.kdd-index/**`, regular files only), `cache/` (the LMDB + tantivy cache of that tree),
+//! `state` (the commit mirrored, written last), `dirty` (present while a sync is in flight: a
+//! crash leaves it and the next sync re-mirrors everything) and `lock` (one syncer at a time).
+//!
+//! A sync diffs the old commit's tree with the new one and writes/removes only the changed
+//! blobs. If the pushed `.kdd-index/` does not match the pushed specs (a commit made with
+//! `--no-verify`, a forge merge button that bypassed the merge driver), the affected specs are
+//! re-derived here with the same code `kdd index` runs (L1; embeddings are not recomputed on
+//! the server) and the report says so. Nothing is ever written into the git repository itself.
+
+use crate::artifact::{IndexStore, INDEX_DIR};
+use crate::config::Settings;
+use crate::git;
+use gix::ObjectId;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Errors of a mirror sync.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Git(#[from] git::Error),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Index(String),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// File (in the mirror root) holding the last [`SyncReport`] as JSON.
+pub const LAST_SYNC: &str = "last-sync.json";
+
+/// What a sync did.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
+pub struct SyncReport {
+    /// The ref mirrored.
+    pub rev: String,
+    /// Commit mirrored before (None: first sync or full re-mirror).
+    pub from: Option<String>,
+    /// Commit mirrored now.
+    pub to: String,
+    /// Full re-mirror (first sync, or recovery after an interrupted one).
+    pub full: bool,
+    /// Files written into the mirror (changed blobs).
+    pub written: usize,
+    /// Files removed from the mirror.
+    pub removed: usize,
+    /// Specs whose committed artifacts did not match them and were re-derived on the server.
+    pub rederived: Vec<String>,
+    /// Problems met while re-deriving (file and message).
+    pub diagnostics: Vec<String>,
+    /// Milliseconds spent (mirror + re-derivation, without the cache update).
+    pub millis: u64,
+}
+
+/// The mirror of one ref of a bare repository.
+#[derive(Debug, Clone)]
+pub struct Mirror {
+    pub rev: String,
+    pub root: PathBuf,
+    pub git_dir: PathBuf,
+    pub specs_root: String,
+}
+
+/// `refs/heads/main` / `main` → a safe folder name.
+fn folder_for(rev: &str) -> String {
+    let safe: String = rev
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(40)
+        .collect();
+    let h = blake3::hash(rev.as_bytes()).to_hex();
+    format!("{safe}-{}", &h[..10])
+}
+
+/// Full ref name for a short one (`main` → `refs/heads/main`); `HEAD` and full names unchanged.
+pub fn full_ref(repo: &gix::Repository, rev: &str) -> String {
+    if rev == "HEAD" {
+        if let Ok(Some(name)) = repo.head_name() {
+            return name.as_bstr().to_string();
+        }
+        return rev.to_string();
+    }
+    if rev.starts_with("refs/") {
+        return rev.to_string();
+    }
+    format!("refs/heads/{rev}")
+}
+
+/// Is `path` a file the mirror holds (specs root or `.kdd-index/`), and safe to write?
+fn wanted(specs_root: &str, path: &str) -> bool {
+    if crate::config::normalize_rel(path).as_deref() != Some(path) {
+        return false;
+    }
+    if path
+        .split('/')
+        .any(|c| c.eq_ignore_ascii_case(".git") || c.is_empty())
+    {
+        return false;
+    }
+    let under = |p: &str| {
+        p.is_empty()
+            || (path.len() > p.len() && path.starts_with(p) && path.as_bytes()[p.len()] == b'/')
+    };
+    under(INDEX_DIR) || under(specs_root)
+}
+
+impl Mirror {
+    /// The mirror of `rev` for the bare repository described by `settings`.
+    pub fn new(settings: &Settings, rev: &str) -> Mirror {
+        Mirror {
+            rev: rev.to_string(),
+            root: settings.cache_dir.join("serve").join(folder_for(rev)),
+            git_dir: settings.git_common_dir.clone(),
+            specs_root: settings.specs_root.clone(),
+        }
+    }
+
+    /// The mirrored tree (acts as the repository root for the cache).
+    pub fn tree(&self) -> PathBuf {
+        self.root.join("tree")
+    }
+
+    /// `.kdd-index/` inside the mirror.
+    pub fn index_dir(&self) -> PathBuf {
+        self.tree().join(INDEX_DIR)
+    }
+
+    /// The cache built from the mirror.
+    pub fn cache_root(&self) -> PathBuf {
+        self.root.join("cache")
+    }
+
+    /// Commit mirrored by the last complete sync.
+    pub fn served_commit(&self) -> Option<String> {
+        let s = std::fs::read_to_string(self.root.join("state")).ok()?;
+        let mut it = s.split_whitespace();
+        let c = it.next()?;
+        (it.next() == Some(self.specs_root.as_str()) || self.specs_root.is_empty())
+            .then(|| c.to_string())
+    }
+
+    /// Commit the ref points at now.
+    pub fn ref_commit(&self, repo: &gix::Repository) -> Result<ObjectId, Error> {
+        let id = repo
+            .rev_parse_single(self.rev.as_str())
+            .map_err(|e| git::Error::Read {
+                what: format!("revision {}", self.rev),
+                message: e.to_string(),
+            })?;
+        let commit =
+            id.object()
+                .and_then(|o| o.peel_to_commit())
+                .map_err(|e| git::Error::Read {
+                    what: format!("commit of {}", self.rev),
+                    message: e.to_string(),
+                })?;
+        Ok(commit.id)
+    }
+
+    /// Settings pointing at the mirror as a repository root (for re-derivation).
+    fn settings(&self) -> Settings {
+        Settings {
+            repo_root: self.tree(),
+            git_common_dir: self.git_dir.clone(),
+            bare: false,
+            specs_root: self.specs_root.clone(),
+            index_dir: self.index_dir(),
+            cache_dir: self.root.clone(),
+        }
+    }
+
+    fn entries(&self, repo: &gix::Repository, rev: &str) -> Result<git::Entries, Error> {
+        let mut out = git::tree_entries(repo, rev, INDEX_DIR)?;
+        out.extend(git::tree_entries(repo, rev, &self.specs_root)?);
+        out.retain(|p, _| wanted(&self.specs_root, p));
+        Ok(out)
+    }
+
+    /// Bring the mirror to the commit the ref points at (or `to`), incrementally. Returns
+    /// `None` when it already was there.
+    pub fn sync(&self, to: Option<ObjectId>) -> Result<Option<SyncReport>, Error> {
+        let t0 = std::time::Instant::now();
+        std::fs::create_dir_all(&self.root).map_err(io(&self.root))?;
+        let lock_path = self.root.join("lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io(&lock_path))?;
+        fs4::FileExt::lock(&lock).map_err(io(&lock_path))?;
+        let repo = git::open(&self.git_dir)?;
+        let to = match to {
+            Some(t) => t,
+            None => self.ref_commit(&repo)?,
+        };
+        let to_hex = to.to_string();
+        let dirty = self.root.join("dirty");
+        let tree = self.tree();
+        let from = if dirty.exists() || !tree.is_dir() {
+            None
+        } else {
+            self.served_commit()
+        };
+        if from.as_deref() == Some(to_hex.as_str()) {
+            return Ok(None);
+        }
+        std::fs::write(&dirty, b"sync in progress\n").map_err(io(&dirty))?;
+        let new = self.entries(&repo, &to_hex)?;
+        let old = match &from {
+            // The old commit may be gone (force push + gc): then re-mirror everything.
+            Some(f) => self.entries(&repo, f).ok(),
+            None => None,
+        };
+        let full = old.is_none();
+        let old = match old {
+            Some(o) => o,
+            None => {
+                if tree.exists() {
+                    std::fs::remove_dir_all(&tree).map_err(io(&tree))?;
+                }
+                git::Entries::new()
+            }
+        };
+        std::fs::create_dir_all(&tree).map_err(io(&tree))?;
+        let d = git::diff(&old, &new);
+        let mut report = SyncReport {
+            rev: self.rev.clone(),
+            from: if full { None } else { from.clone() },
+            to: to_hex.clone(),
+            full,
+            ..SyncReport::default()
+        };
+        let mut changed_specs: Vec<(String, Vec<u8>)> = Vec::new();
+        for p in d.added.iter().chain(&d.modified) {
+            let bytes = git::read_blob(&repo, new[p])?;
+            let abs = tree.join(p);
+            if let Some(parent) = abs.parent() {
+                std::fs::create_dir_all(parent).map_err(io(parent))?;
+            }
+            crate::artifact::write_if_changed(&abs, &bytes)
+                .map_err(|e| Error::Index(e.to_string()))?;
+            report.written += 1;
+            if git::is_spec_path(&self.specs_root, p) {
+                changed_specs.push((p.clone(), bytes));
+            }
+        }
+        let mut deleted_specs = Vec::new();
+        for p in &d.deleted {
+            let abs = tree.join(p);
+            match std::fs::remove_file(&abs) {
+                Ok(()) => report.removed += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(&abs)(e)),
+            }
+            if git::is_spec_path(&self.specs_root, p) {
+                deleted_specs.push(p.clone());
+            }
+        }
+        self.heal(&new, changed_specs, deleted_specs, &mut report)?;
+        report.millis = t0.elapsed().as_millis() as u64;
+        let last = self.root.join(LAST_SYNC);
+        let _ = crate::artifact::write_if_changed(
+            &last,
+            &serde_json::to_vec_pretty(&report).unwrap_or_default(),
+        );
+        let _ = crate::artifact::write_if_changed(&self.root.join("rev"), self.rev.as_bytes());
+        let state = self.root.join("state");
+        let mut tmp = tempfile::NamedTempFile::new_in(&self.root).map_err(io(&self.root))?;
+        writeln!(tmp, "{to_hex} {}", self.specs_root).map_err(io(&state))?;
+        tmp.persist(&state).map_err(|e| io(&state)(e.error))?;
+        let _ = std::fs::remove_file(&dirty);
+        drop(lock);
+        Ok(Some(report))
+    }
+
+    /// Re-derive specs whose committed artifacts disagree with them (see the module docs).
+    fn heal(
+        &self,
+        new: &git::Entries,
+        changed: Vec<(String, Vec<u8>)>,
+        deleted: Vec<String>,
+        report: &mut SyncReport,
+    ) -> Result<(), Error> {
+        if changed.is_empty() && deleted.is_empty() {
+            return Ok(());
+        }
+        if !self.index_dir().join("manifest.json").is_file() {
+            // No committed index at all: nothing to heal against (the server reports
+            // INDEX_UNAVAILABLE until an index is pushed).
+            return Ok(());
+        }
+        let store = IndexStore::new(self.index_dir());
+        let (nodes, _errors) = store
+            .load_nodes()
+            .map_err(|e| Error::Index(e.to_string()))?;
+        let mut by_file: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for n in &nodes {
+            by_file
+                .entry(n.source_file.as_str())
+                .or_default()
+                .push(n.source_hash.as_str());
+        }
+        let mut stale = Vec::new();
+        for (p, bytes) in changed {
+            let h = blake3::hash(&bytes).to_hex().to_string();
+            let ok = by_file
+                .get(p.as_str())
+                .is_some_and(|hs| hs.iter().any(|x| *x == h));
+            if !ok {
+                stale.push(crate::index::SpecSource { path: p, bytes });
+            }
+        }
+        let gone: Vec<String> = deleted
+            .into_iter()
+            .filter(|p| by_file.contains_key(p.as_str()) && !new.contains_key(p))
+            .collect();
+        if stale.is_empty() && gone.is_empty() {
+            return Ok(());
+        }
+        report.rederived.extend(
+            stale
+                .iter()
+                .map(|s| s.path.clone())
+                .chain(gone.iter().cloned()),
+        );
+        report.rederived.sort();
+        let out = crate::index::apply(&self.settings(), stale, gone)
+            .map_err(|e| Error::Index(e.to_string()))?;
+        report.diagnostics.extend(
+            out.diagnostics
+                .iter()
+                .map(|d| format!("{}: {}", d.file, d.message)),
+        );
+        Ok(())
+    }
+}
+
+/// Spec paths of the mirror whose node is missing (for reports).
+pub fn specs_in(tree: &Path, specs_root: &str) -> BTreeSet<String> {
+    fn walk(dir: &Path, rel: &str, out: &mut BTreeSet<String>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let child = format!("{rel}/{name}");
+            match e.file_type() {
+                Ok(t) if t.is_dir() => walk(&e.path(), &child, out),
+                Ok(t) if t.is_file() && (name.ends_with(".md") || name.ends_with(".feature")) => {
+                    out.insert(child);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(&tree.join(specs_root), specs_root, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_safe_paths_are_mirrored() {
+        assert!(wanted("specs", "specs/a.md"));
+        assert!(wanted("specs", ".kdd-index/nodes/entity/X.json"));
+        assert!(!wanted("specs", "src/main.rs"));
+        assert!(!wanted("specs", "specs/../x.md"));
+        assert!(!wanted("specs", "/etc/passwd"));
+        assert!(!wanted("specs", "specs/.git/config"));
+        assert!(!wanted("specs", "specsx/a.md"));
+    }
+
+    #[test]
+    fn folder_names_are_safe() {
+        let f = folder_for("refs/heads/../../x");
+        assert!(!f.contains('/') && !f.contains(".."));
+    }
+}

@@ -1,0 +1,648 @@
+//! The HTTP retrieval API of the PRD (Appendix C) on axum: `POST /v1/retrieve/search`,
+//! `GET /v1/retrieve/graph`, `POST /v1/retrieve/context` (QRY-003 hybrid),
+//! `POST /v1/retrieve/context-hints` (QRY-007), `GET /v1/retrieve/impact`,
+//! `GET /v1/retrieve/coverage`, `GET /v1/retrieve/layer-violations` and `GET /health`.
+//!
+//! Bodies are the same JSON as the CLI's `--json` output. Every response carries an
+//! `x-request-id` (the client's, when it sent a sane one), which also starts every log line.
+//! Errors are `{"error": {"code", "message", "status"}, "request_id"}` with a 4xx/5xx status and
+//! never contain a stack trace or a server path. Request bodies are capped (`max_body`), every
+//! query runs on the blocking pool under a deadline (`timeout`): a hybrid query that misses it
+//! answers with lexical-only partial results and a `TIMEOUT` warning (UC-004 EX-3), others 504.
+//!
+//! Security: loopback by default; binding anything else requires a bearer token (`KDD_TOKEN`),
+//! checked in constant time on every route but `/health`. On loopback, requests whose `Host`
+//! is not a loopback name are refused (DNS-rebinding guard).
+
+use super::api::{self, ApiError};
+use super::Engine;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Server options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Bearer token required on every route but `/health` (None: no auth; only allowed on
+    /// loopback).
+    pub token: Option<String>,
+    /// Per-request deadline.
+    pub timeout: Duration,
+    /// Maximum request body in bytes.
+    pub max_body: usize,
+    /// True when bound to a loopback address (enables the Host check).
+    pub loopback: bool,
+    /// Artificial delay added to every query (tests of the timeout path only).
+    pub test_delay: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            token: None,
+            timeout: Duration::from_secs(10),
+            max_body: 64 * 1024,
+            loopback: true,
+            test_delay: Duration::ZERO,
+        }
+    }
+}
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub struct AppState {
+    engine: Arc<Engine>,
+    opts: Arc<Options>,
+    counter: Arc<AtomicU64>,
+    started: Instant,
+}
+
+/// The request id of the current request (set by the middleware).
+#[derive(Debug, Clone)]
+struct Rid(String);
+
+/// An error response.
+struct Fail(ApiError, String);
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: ErrorInner<'a>,
+    request_id: &'a str,
+}
+
+#[derive(Serialize)]
+struct ErrorInner<'a> {
+    code: &'a str,
+    message: &'a str,
+    status: u16,
+}
+
+impl IntoResponse for Fail {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.0.status).unwrap_or(StatusCode::BAD_REQUEST);
+        let body = ErrorBody {
+            error: ErrorInner {
+                code: &self.0.code,
+                message: &self.0.message,
+                status: status.as_u16(),
+            },
+            request_id: &self.1,
+        };
+        let mut r = (status, axum::Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        r
+    }
+}
+
+fn json_ok<T: Serialize>(v: &T) -> Response {
+    match serde_json::to_vec(v) {
+        Ok(b) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            b,
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+/// Build the router.
+pub fn router(engine: Arc<Engine>, opts: Options) -> Router {
+    let max_body = opts.max_body;
+    let state = AppState {
+        engine,
+        opts: Arc::new(opts),
+        counter: Arc::new(AtomicU64::new(0)),
+        started: Instant::now(),
+    };
+    Router::new()
+        .route("/health", get(health))
+        .route("/v1/retrieve/search", post(search))
+        .route("/v1/retrieve/context", post(context))
+        .route("/v1/retrieve/context-hints", post(context_hints))
+        .route("/v1/retrieve/graph", get(graph))
+        .route("/v1/retrieve/impact", get(impact))
+        .route("/v1/retrieve/coverage", get(coverage))
+        .route("/v1/retrieve/layer-violations", get(violations))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), frame))
+        .with_state(state)
+}
+
+fn rid_ok(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+}
+
+fn host_is_loopback(h: &str) -> bool {
+    let host = if let Some(rest) = h.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        h.rsplit_once(':').map(|(a, _)| a).unwrap_or(h)
+    };
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    // Constant time in the length of the expected token.
+    let mut diff = (a.len() ^ b.len()) as u8;
+    for (i, x) in b.iter().enumerate() {
+        diff |= x ^ a.get(i).copied().unwrap_or(0);
+    }
+    diff == 0
+}
+
+/// Request id, Host check, auth and the access log line.
+async fn frame(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+    let t0 = Instant::now();
+    let n = st.counter.fetch_add(1, Ordering::Relaxed);
+    let rid = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| rid_ok(s))
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            format!(
+                "{:08x}-{n:06x}",
+                (st.started.elapsed().as_nanos() as u64 ^ (std::process::id() as u64) << 32) as u32
+            )
+        });
+    req.extensions_mut().insert(Rid(rid.clone()));
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let denied = if st.opts.loopback
+        && req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .is_some_and(|h| !host_is_loopback(h))
+    {
+        Some(ApiError::new(
+            403,
+            "FORBIDDEN_HOST",
+            "this server only answers requests addressed to localhost",
+        ))
+    } else if let (Some(tok), false) = (&st.opts.token, path == "/health") {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        (!ct_eq(given.trim().as_bytes(), tok.as_bytes())).then(|| {
+            ApiError::new(
+                401,
+                "UNAUTHORIZED",
+                "missing or wrong bearer token (send `Authorization: Bearer $KDD_TOKEN`)",
+            )
+        })
+    } else {
+        None
+    };
+    let mut resp = match denied {
+        Some(e) => Fail(e, rid.clone()).into_response(),
+        None => next.run(req).await,
+    };
+    if let Ok(v) = HeaderValue::from_str(&rid) {
+        resp.headers_mut().insert("x-request-id", v);
+    }
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Some(l) = st.engine.peek() {
+        if let Some(c) = &l.commit {
+            if let Ok(v) = HeaderValue::from_str(c) {
+                resp.headers_mut().insert("x-kdd-index-commit", v);
+            }
+        }
+    }
+    crate::cli::output::info(&format!(
+        "[{rid}] {method} {path} {} {}us",
+        resp.status().as_u16(),
+        t0.elapsed().as_micros()
+    ));
+    resp
+}
+
+async fn not_found(req: Request) -> Response {
+    let rid = rid_of(&req);
+    Fail(
+        ApiError::new(
+            404,
+            "NOT_FOUND",
+            "no such route; see /v1/retrieve/{search,context,context-hints,graph,impact,coverage,layer-violations} and /health",
+        ),
+        rid,
+    )
+    .into_response()
+}
+
+async fn method_not_allowed(req: Request) -> Response {
+    let rid = rid_of(&req);
+    let m = req.method().clone();
+    Fail(
+        ApiError::new(
+            405,
+            "METHOD_NOT_ALLOWED",
+            format!("{m} is not allowed here (search, context and context-hints are POST; the rest GET)"),
+        ),
+        rid,
+    )
+    .into_response()
+}
+
+fn rid_of(req: &Request) -> String {
+    req.extensions()
+        .get::<Rid>()
+        .map(|r| r.0.clone())
+        .unwrap_or_default()
+}
+
+#[derive(Serialize)]
+struct Health {
+    status: &'static str,
+    version: &'static str,
+    index_loaded: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    level: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodes: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commit: Option<String>,
+}
+
+async fn health(State(st): State<AppState>) -> Response {
+    let l = st.engine.peek();
+    json_ok(&Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+        index_loaded: l.is_some(),
+        level: l.as_ref().map(|l| format!("{:?}", l.cache.level())),
+        nodes: l.as_ref().map(|l| l.nodes),
+        commit: l.as_ref().and_then(|l| l.commit.clone()),
+    })
+}
+
+/// Run `f` on the blocking pool against a fresh cache, under the deadline.
+async fn run<T, F>(st: &AppState, rid: &str, f: F) -> Result<Result<T, ApiError>, ()>
+where
+    T: Send + 'static,
+    F: FnOnce(&crate::cache::Cache) -> Result<T, ApiError> + Send + 'static,
+{
+    let engine = st.engine.clone();
+    let delay = st.opts.test_delay;
+    let rid2 = rid.to_string();
+    let task = tokio::task::spawn_blocking(move || {
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+        let (loaded, reloaded) = engine.get()?;
+        if reloaded {
+            crate::cli::output::info(&format!("[{rid2}] index reloaded"));
+        }
+        f(&loaded.cache)
+    });
+    match tokio::time::timeout(st.opts.timeout, task).await {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(join)) => {
+            crate::cli::output::error(&format!("[{rid}] query task failed: {join}"));
+            Ok(Err(ApiError::internal()))
+        }
+        Err(_) => Err(()),
+    }
+}
+
+fn timeout_error(st: &AppState) -> ApiError {
+    ApiError::new(
+        504,
+        "TIMEOUT",
+        format!(
+            "the query did not finish within {} ms; narrow it (lower depth or limit)",
+            st.opts.timeout.as_millis()
+        ),
+    )
+}
+
+fn finish<T: Serialize>(
+    st: &AppState,
+    rid: String,
+    r: Result<Result<T, ApiError>, ()>,
+) -> Response {
+    match r {
+        Ok(Ok(v)) => json_ok(&v),
+        Ok(Err(e)) => Fail(e, rid).into_response(),
+        Err(()) => Fail(timeout_error(st), rid).into_response(),
+    }
+}
+
+fn body_bytes(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    max: usize,
+) -> Result<Bytes, ApiError> {
+    // Any content type is read as JSON (curl's default form type included); multipart is not.
+    if let Some(ct) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    {
+        if ct.trim().to_ascii_lowercase().starts_with("multipart/") {
+            return Err(ApiError::new(
+                415,
+                "UNSUPPORTED_MEDIA_TYPE",
+                "send the body as application/json",
+            ));
+        }
+    }
+    body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                413,
+                "PAYLOAD_TOO_LARGE",
+                format!("request body over {max} bytes"),
+            )
+        } else {
+            ApiError::bad("INVALID_BODY", "cannot read the request body")
+        }
+    })
+}
+
+/// GET parameters as a JSON object: repeated keys become arrays; numbers and booleans of the
+/// known numeric/boolean parameters are converted.
+fn params_value(
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<serde_json::Value, ApiError> {
+    let Query(pairs) =
+        q.map_err(|_| ApiError::bad("INVALID_QUERY_STRING", "malformed query string"))?;
+    let mut map = serde_json::Map::new();
+    for (k, v) in pairs {
+        let val = match k.as_str() {
+            "depth" | "offset" | "limit" => v
+                .trim()
+                .parse::<i64>()
+                .map(serde_json::Value::from)
+                .unwrap_or(serde_json::Value::String(v)),
+            "respect_layers" => match v.trim() {
+                "true" | "1" => serde_json::Value::Bool(true),
+                "false" | "0" => serde_json::Value::Bool(false),
+                _ => serde_json::Value::String(v),
+            },
+            _ => serde_json::Value::String(v),
+        };
+        match map.get_mut(&k) {
+            None => {
+                map.insert(k, val);
+            }
+            Some(serde_json::Value::Array(a)) => a.push(val),
+            Some(prev) => {
+                let p = prev.take();
+                *prev = serde_json::Value::Array(vec![p, val]);
+            }
+        }
+    }
+    Ok(serde_json::Value::Object(map))
+}
+
+macro_rules! rid {
+    ($req:expr) => {
+        $req.map(|r| r.0 .0).unwrap_or_default()
+    };
+}
+
+async fn search(
+    State(st): State<AppState>,
+    rid: Option<axum::Extension<Rid>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let rid = rid!(rid);
+    let req = match body_bytes(&headers, body, st.opts.max_body)
+        .and_then(|b| api::decode::<api::SearchBody>(&b))
+        .and_then(|b| b.validate())
+    {
+        Ok(r) => r,
+        Err(e) => return Fail(e, rid).into_response(),
+    };
+    let r = run(&st, &rid, move |c| api::run_search(c, &req)).await;
+    finish(&st, rid, r)
+}
+
+async fn context(
+    State(st): State<AppState>,
+    rid: Option<axum::Extension<Rid>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let rid = rid!(rid);
+    let plan = match body_bytes(&headers, body, st.opts.max_body)
+        .and_then(|b| api::decode::<api::ContextBody>(&b))
+        .and_then(|b| b.plan(8000))
+    {
+        Ok(p) => p,
+        Err(e) => return Fail(e, rid).into_response(),
+    };
+    let p2 = plan.clone();
+    match run(&st, &rid, move |c| api::run_context(c, &p2)).await {
+        Err(()) => {
+            // Partial results: the lexical ranking alone, without graph expansion.
+            let mut lex = plan.clone();
+            lex.strategy = api::Strategy::Lexical;
+            let fallback = tokio::time::timeout(
+                st.opts.timeout / 2,
+                run(&st, &rid, move |c| api::run_context(c, &lex)),
+            )
+            .await;
+            let mut resp = match fallback {
+                Ok(Ok(Ok(r))) => r,
+                _ => crate::query::HybridResponse {
+                    results: Vec::new(),
+                    graph_expansion: Vec::new(),
+                    warnings: Vec::new(),
+                    total_results: 0,
+                    total_tokens: 0,
+                },
+            };
+            resp.warnings.push(crate::query::Warning::new(
+                "TIMEOUT",
+                format!(
+                    "hybrid retrieval did not finish within {} ms; partial results (lexical only, \
+                     no graph expansion)",
+                    st.opts.timeout.as_millis()
+                ),
+            ));
+            json_ok(&resp)
+        }
+        ok => finish(&st, rid, ok),
+    }
+}
+
+async fn context_hints(
+    State(st): State<AppState>,
+    rid: Option<axum::Extension<Rid>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let rid = rid!(rid);
+    let req = match body_bytes(&headers, body, st.opts.max_body)
+        .and_then(|b| api::decode::<api::HintsBody>(&b))
+        .and_then(|b| b.validate(4000))
+    {
+        Ok(r) => r,
+        Err(e) => return Fail(e, rid).into_response(),
+    };
+    let r = run(&st, &rid, move |c| Ok(crate::query::context(c, &req)?)).await;
+    finish(&st, rid, r)
+}
+
+async fn graph(
+    State(st): State<AppState>,
+    rid: Option<axum::Extension<Rid>>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    let rid = rid!(rid);
+    let req = match params_value(q)
+        .and_then(api::decode_value::<api::GraphParams>)
+        .and_then(|p| p.validate())
+    {
+        Ok(r) => r,
+        Err(e) => return Fail(e, rid).into_response(),
+    };
+    let r = run(&st, &rid, move |c| Ok(crate::query::graph(c, &req)?)).await;
+    finish(&st, rid, r)
+}
+
+async fn impact(
+    State(st): State<AppState>,
+    rid: Option<axum::Extension<Rid>>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    let rid = rid!(rid);
+    let req = match params_value(q)
+        .and_then(api::decode_value::<api::ImpactParams>)
+        .and_then(|p| p.validate())
+    {
+        Ok(r) => r,
+        Err(e) => return Fail(e, rid).into_response(),
+    };
+    let r = run(&st, &rid, move |c| Ok(crate::query::impact(c, &req)?)).await;
+    finish(&st, rid, r)
+}
+
+async fn coverage(
+    State(st): State<AppState>,
+    rid: Option<axum::Extension<Rid>>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    let rid = rid!(rid);
+    let req = match params_value(q)
+        .and_then(api::decode_value::<api::CoverageParams>)
+        .and_then(|p| p.validate())
+    {
+        Ok(r) => r,
+        Err(e) => return Fail(e, rid).into_response(),
+    };
+    let r = run(&st, &rid, move |c| Ok(crate::query::coverage(c, &req)?)).await;
+    finish(&st, rid, r)
+}
+
+async fn violations(
+    State(st): State<AppState>,
+    rid: Option<axum::Extension<Rid>>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    let rid = rid!(rid);
+    let req = match params_value(q)
+        .and_then(api::decode_value::<api::ViolationsParams>)
+        .and_then(|p| p.validate())
+    {
+        Ok(r) => r,
+        Err(e) => return Fail(e, rid).into_response(),
+    };
+    let r = run(&st, &rid, move |c| Ok(crate::query::violations(c, &req)?)).await;
+    finish(&st, rid, r)
+}
+
+/// Bind and serve until Ctrl-C / SIGTERM. Loads the index before accepting connections so the
+/// first request is fast (a missing index is not fatal: requests answer `INDEX_UNAVAILABLE`
+/// until one appears).
+pub async fn serve(
+    engine: Arc<Engine>,
+    listener: tokio::net::TcpListener,
+    opts: Options,
+) -> std::io::Result<()> {
+    let e2 = engine.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Err(e) = e2.get() {
+            crate::cli::output::warn(&format!("kdd serve: {e}"));
+        }
+    })
+    .await;
+    let app = router(engine, opts);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts() {
+        assert!(host_is_loopback("localhost:8080"));
+        assert!(host_is_loopback("127.0.0.1:1"));
+        assert!(host_is_loopback("[::1]:80"));
+        assert!(!host_is_loopback("evil.example:80"));
+        assert!(!host_is_loopback("127.0.0.1.evil.example"));
+    }
+
+    #[test]
+    fn tokens() {
+        assert!(ct_eq(b"abc", b"abc"));
+        assert!(!ct_eq(b"abd", b"abc"));
+        assert!(!ct_eq(b"ab", b"abc"));
+        assert!(!ct_eq(b"abcd", b"abc"));
+        assert!(rid_ok("abc-1.2_x"));
+        assert!(!rid_ok("a b"));
+    }
+}

@@ -1,0 +1,939 @@
+//! `kdd mcp` (a JSON-RPC session over stdio against the real binary), `kdd serve` (HTTP on
+//! loopback: validation, limits, auth, timeouts) and a bare repository receiving pushes from two
+//! clones through the post-receive hook, all on real temp git repositories.
+
+use crate::repo::{bin_dir, command, text, Repo};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn spec(kind: &str, id: &str, title: &str, body: &str) -> String {
+    format!(
+        "---\nid: {id}\nkind: {kind}\ntitle: {title}\nstatus: draft\n---\n\n# {title}\n\n{body}\n"
+    )
+}
+
+/// A small Spanish PRD-era corpus with typed links.
+fn write_corpus(r: &Repo) {
+    r.write(
+        "specs/01-domain/entities/Pedido.md",
+        &spec(
+            "entity",
+            "Pedido",
+            "Pedido",
+            "## Descripción\n\nUn pedido de compra con líneas y precio total.\n\n## Invariantes\n\n- El total nunca es negativo.\n\n## Reglas\n\n- [[BR-PRECIO-001]]\n\n## Eventos\n\n- [[EVT-Pedido-Creado]]\n",
+        ),
+    );
+    r.write(
+        "specs/01-domain/rules/BR-PRECIO-001.md",
+        &spec(
+            "business-rule",
+            "BR-PRECIO-001",
+            "Precio final",
+            "## Declaración\n\nEl precio final de un [[Pedido]] se calcula sumando las líneas y restando descuentos.\n",
+        ),
+    );
+    r.write(
+        "specs/01-domain/events/EVT-Pedido-Creado.md",
+        &spec(
+            "event",
+            "EVT-Pedido-Creado",
+            "Pedido creado",
+            "## Descripción\n\nSe emite cuando se crea un [[Pedido]].\n",
+        ),
+    );
+    r.write(
+        "specs/02-behavior/use-cases/UC-001-CrearPedido.md",
+        &spec(
+            "use-case",
+            "UC-001",
+            "Crear pedido",
+            "## Descripción\n\nEl cliente crea un pedido desde el carrito.\n\n## Flujo Principal\n\n1. El cliente confirma el carrito.\n2. El sistema calcula el precio según [[BR-PRECIO-001]].\n3. Se crea el [[Pedido]] y se emite [[EVT-Pedido-Creado]].\n",
+        ),
+    );
+}
+
+fn index(r: &Repo) {
+    let o = r.kdd(&["index"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "kdd index failed:\n{out}\n{err}");
+}
+
+fn indexed_repo() -> Repo {
+    let r = Repo::new();
+    write_corpus(&r);
+    index(&r);
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "specs"]);
+    r
+}
+
+// ───────────────────────────── MCP ─────────────────────────────
+
+struct Mcp {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    next: u64,
+}
+
+impl Mcp {
+    fn start(dir: &Path) -> Mcp {
+        let mut child = command(env!("CARGO_BIN_EXE_kdd"), dir)
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn kdd mcp");
+        let stdin = child.stdin.take().unwrap();
+        let stdout: ChildStdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Mcp {
+            child,
+            stdin,
+            lines: rx,
+            next: 1,
+        }
+    }
+
+    fn send(&mut self, v: &Value) {
+        writeln!(self.stdin, "{v}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .expect("MCP answer within 60 s");
+            // Nothing but JSON-RPC on stdout.
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("non-JSON line on MCP stdout ({e}): {line}"));
+            assert_eq!(v["jsonrpc"], "2.0", "{line}");
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
+
+    /// Call a tool; returns (is_error, parsed JSON text).
+    fn call(&mut self, name: &str, args: Value) -> (bool, Value) {
+        let r = self.request("tools/call", json!({"name": name, "arguments": args}));
+        let res = &r["result"];
+        assert!(res.is_object(), "{name}: {r}");
+        let text = res["content"][0]["text"].as_str().expect("text content");
+        (
+            res["isError"].as_bool().unwrap_or(false),
+            serde_json::from_str(text).expect("JSON text"),
+        )
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn mcp_session_over_stdio() {
+    let r = indexed_repo();
+    std::fs::write(r.tmp.path().join("secret.md"), "top secret").unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(r.tmp.path().join("secret.md"), r.dir.join("specs/link.md"))
+        .unwrap();
+    let mut m = Mcp::start(&r.dir);
+    let init = m.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "kdd-test", "version": "1"}}),
+    );
+    assert_eq!(init["result"]["serverInfo"]["name"], "kdd", "{init}");
+    assert!(init["result"]["capabilities"]["tools"].is_object());
+    m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+
+    let list = m.request("tools/list", json!({}));
+    let tools = list["result"]["tools"].as_array().expect("tools");
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    for want in [
+        "kdd_query",
+        "kdd_context",
+        "kdd_graph",
+        "kdd_impact",
+        "kdd_coverage",
+        "kdd_violations",
+        "kdd_read",
+        "kdd_list",
+        "kdd_status",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    for t in tools {
+        assert_eq!(t["annotations"]["readOnlyHint"], true, "{t}");
+        assert_eq!(t["inputSchema"]["type"], "object", "{t}");
+        assert!(t["description"].as_str().unwrap().len() > 40);
+    }
+
+    let (err, q) = m.call(
+        "kdd_query",
+        json!({"query": "precio del pedido", "limit": 5}),
+    );
+    assert!(!err, "{q}");
+    let ids: Vec<&str> = q["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["node_id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&"BR:BR-PRECIO-001"), "{ids:?}");
+    assert_eq!(q["index"]["fresh"], true, "{q}");
+    assert_eq!(q["index"]["level"], "L1");
+
+    let (err, short) = m.call("kdd_query", json!({"query": "ab"}));
+    assert!(err);
+    assert_eq!(short["error"]["code"], "QUERY_TOO_SHORT");
+    let (err, unk) = m.call("kdd_query", json!({"query": "pedido", "bogus": 1}));
+    assert!(err);
+    assert_eq!(unk["error"]["code"], "UNKNOWN_PARAMETER");
+
+    let (err, c) = m.call("kdd_context", json!({"hints": ["src/orders/pedido.ts"]}));
+    assert!(!err, "{c}");
+    assert!(
+        !c["resolved_entities"].as_array().unwrap().is_empty(),
+        "{c}"
+    );
+
+    let (err, g) = m.call("kdd_graph", json!({"node": "Entity:Pedido", "depth": 1}));
+    assert!(!err, "{g}");
+    assert_eq!(g["center_node"]["id"], "Entity:Pedido");
+    assert!(g["page"]["total"].as_u64().unwrap() > 0, "{g}");
+
+    let (err, i) = m.call("kdd_impact", json!({"node": "Pedido"}));
+    assert!(!err, "{i}");
+    assert!(
+        !i["directly_affected"].as_array().unwrap().is_empty(),
+        "{i}"
+    );
+
+    let (err, cov) = m.call("kdd_coverage", json!({"node": "UC-001"}));
+    assert!(!err, "{cov}");
+    assert!(cov["coverage_percent"].is_number());
+
+    let (err, v) = m.call("kdd_violations", json!({}));
+    assert!(!err, "{v}");
+    assert!(v["violations"].is_array());
+
+    let (err, rd) = m.call(
+        "kdd_read",
+        json!({"node": "UC-001", "section": "Flujo Principal"}),
+    );
+    assert!(!err, "{rd}");
+    let secs = rd["sections"].as_array().unwrap();
+    assert_eq!(secs.len(), 1, "{rd}");
+    assert!(secs[0]["text"].as_str().unwrap().contains("confirma"));
+    let (err, rd) = m.call(
+        "kdd_read",
+        json!({"path": "01-domain/rules/BR-PRECIO-001.md"}),
+    );
+    assert!(!err, "{rd}");
+    assert_eq!(rd["node_id"], "BR:BR-PRECIO-001");
+
+    // Path escapes are refused, whatever their spelling.
+    for p in [
+        "../secret.md",
+        "../../secret.md",
+        "/etc/passwd",
+        "01-domain/../../secret.md",
+        "..\\secret.md",
+        "link.md",
+    ] {
+        let (err, e) = m.call("kdd_read", json!({"path": p}));
+        assert!(err, "{p}: {e}");
+        assert_eq!(e["error"]["code"], "PATH_OUTSIDE_SPECS", "{p}: {e}");
+        assert!(!e.to_string().contains("top secret"));
+    }
+
+    let (err, l) = m.call(
+        "kdd_list",
+        json!({"kinds": ["entity", "event"], "page_size": 1}),
+    );
+    assert!(!err, "{l}");
+    assert_eq!(l["nodes"].as_array().unwrap().len(), 1);
+    assert_eq!(l["page"]["total"], 2);
+    assert_eq!(l["page"]["next_offset"], 1);
+    let (_, l2) = m.call(
+        "kdd_list",
+        json!({"kinds": ["entity", "event"], "offset": 1}),
+    );
+    assert_eq!(l2["nodes"].as_array().unwrap().len(), 1);
+    assert!(l2["page"]["next_offset"].is_null());
+
+    let (err, s) = m.call("kdd_status", json!({}));
+    assert!(!err, "{s}");
+    assert_eq!(s["counts"]["nodes"], 4, "{s}");
+    assert_eq!(s["index"]["fresh"], true);
+
+    // A spec edited but not re-indexed shows as stale; re-indexing is picked up live.
+    r.write(
+        "specs/01-domain/rules/BR-DESCUENTO-001.md",
+        &spec(
+            "business-rule",
+            "BR-DESCUENTO-001",
+            "Descuento máximo",
+            "## Declaración\n\nNingún descuento supera el treinta por ciento del [[Pedido]].\n",
+        ),
+    );
+    let (_, s) = m.call("kdd_status", json!({}));
+    assert_eq!(s["index"]["fresh"], false, "{s}");
+    assert!(s["index"]["unindexed_specs"]
+        .to_string()
+        .contains("BR-DESCUENTO-001"));
+    index(&r);
+    let (err, q) = m.call("kdd_query", json!({"query": "descuento máximo treinta"}));
+    assert!(!err, "{q}");
+    assert_eq!(q["index"]["reloaded"], true, "{q}");
+    assert_eq!(q["results"][0]["node_id"], "BR:BR-DESCUENTO-001", "{q}");
+    let (_, s) = m.call("kdd_status", json!({}));
+    assert_eq!(s["counts"]["nodes"], 5);
+}
+
+#[test]
+fn mcp_answers_stay_within_budget() {
+    let r = Repo::new();
+    for i in 0..120 {
+        r.write(
+            &format!("specs/01-domain/entities/E{i:03}.md"),
+            &spec(
+                "entity",
+                &format!("E{i:03}"),
+                &format!("Entidad {i}"),
+                &format!("## Descripción\n\n{}\n", "texto de relleno ".repeat(40)),
+            ),
+        );
+    }
+    index(&r);
+    let mut m = Mcp::start(&r.dir);
+    m.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "kdd-test", "version": "1"}}),
+    );
+    m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut seen = 0;
+    let mut offset = json!(0);
+    let mut pages = 0;
+    while !offset.is_null() {
+        let (err, l) = m.call(
+            "kdd_list",
+            json!({"page_size": 200, "max_tokens": 1000, "offset": offset}),
+        );
+        assert!(!err, "{l}");
+        assert!(l.to_string().len() / 4 <= 1100, "page over budget");
+        seen += l["nodes"].as_array().unwrap().len();
+        offset = l["page"]["next_offset"].clone();
+        pages += 1;
+        assert!(pages < 100);
+    }
+    assert_eq!(seen, 120);
+    assert!(pages > 1);
+}
+
+// ───────────────────────────── HTTP ─────────────────────────────
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
+        let mut c = command(env!("CARGO_BIN_EXE_kdd"), dir);
+        c.arg("serve")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .env_remove("KDD_TOKEN");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().expect("spawn kdd serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            let mut all = String::new();
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                all.push_str(&line);
+                all.push('\n');
+                if let Some(a) = line.split("listening on http://").nth(1) {
+                    if let Some(t) = tx.take() {
+                        let _ = t.send(Ok(a.trim().to_string()));
+                    }
+                }
+            }
+            if let Some(t) = tx.take() {
+                let _ = t.send(Err(all));
+            }
+        });
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(Ok(addr)) => Ok(Server { child, addr }),
+            Ok(Err(log)) => {
+                let _ = child.wait();
+                Err(log)
+            }
+            Err(_) => {
+                let _ = child.kill();
+                Err("kdd serve did not start".into())
+            }
+        }
+    }
+
+    fn port(&self) -> u16 {
+        self.addr.rsplit(':').next().unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Resp {
+    status: u16,
+    headers: String,
+    body: String,
+}
+
+impl Resp {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+/// A minimal HTTP/1.1 client (one request per connection).
+fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: Option<&[u8]>,
+    headers: &[(&str, &str)],
+) -> Resp {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if let Some(b) = body {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            b.len()
+        ));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    if let Some(b) = body {
+        let _ = s.write_all(b);
+    }
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Resp {
+        status,
+        headers: head.to_ascii_lowercase(),
+        body,
+    }
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((len, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(len.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+fn post(port: u16, path: &str, body: &str) -> Resp {
+    http(port, "POST", path, Some(body.as_bytes()), &[])
+}
+
+fn get(port: u16, path: &str) -> Resp {
+    http(port, "GET", path, None, &[])
+}
+
+#[test]
+fn http_api_on_loopback() {
+    let r = indexed_repo();
+    let srv = Server::start(&r.dir, &["--bind", "127.0.0.1:0"], &[]).expect("serve");
+    let p = srv.port();
+    let secret_path = r.tmp.path().to_string_lossy().into_owned();
+
+    let h = get(p, "/health");
+    assert_eq!(h.status, 200);
+    assert_eq!(h.json()["status"], "ok");
+    assert!(h.headers.contains("x-request-id: "), "{}", h.headers);
+
+    let c = post(
+        p,
+        "/v1/retrieve/context",
+        r#"{"query_text":"implementar precio del pedido","strategy":"hybrid","expand_graph":true,"depth":2,"include_kinds":["use-case","business-rule","entity"],"respect_layers":true,"max_tokens":8000}"#,
+    );
+    assert_eq!(c.status, 200, "{}", c.body);
+    let v = c.json();
+    assert!(v["results"].as_array().unwrap().len() >= 2, "{v}");
+    assert!(v["total_tokens"].is_number());
+    let own = http(
+        p,
+        "POST",
+        "/v1/retrieve/context",
+        Some(br#"{"query":"precio"}"#),
+        &[("X-Request-Id", "my-req-42")],
+    );
+    assert!(own.headers.contains("x-request-id: my-req-42"));
+
+    let s = post(
+        p,
+        "/v1/retrieve/search",
+        r#"{"query":"precio final","limit":3}"#,
+    );
+    assert_eq!(s.status, 200, "{}", s.body);
+    assert!(
+        s.body.contains("NO_EMBEDDINGS"),
+        "L1 falls back to lexical: {}",
+        s.body
+    );
+
+    let hints = post(
+        p,
+        "/v1/retrieve/context-hints",
+        r#"{"hints":["pedido.ts","checkout"]}"#,
+    );
+    assert_eq!(hints.status, 200, "{}", hints.body);
+    assert!(hints.json()["constraints"].is_array());
+
+    for (path, key) in [
+        (
+            "/v1/retrieve/graph?node=Entity:Pedido&depth=2&edge_types=",
+            "center_node",
+        ),
+        (
+            "/v1/retrieve/impact?node=Entity:Pedido&change_type=modify_attribute",
+            "directly_affected",
+        ),
+        ("/v1/retrieve/coverage?node=UC-001", "coverage_percent"),
+        ("/v1/retrieve/layer-violations", "violations"),
+    ] {
+        let g = get(p, path);
+        assert_eq!(g.status, 200, "{path}: {}", g.body);
+        assert!(!g.json()[key].is_null(), "{path}: {}", g.body);
+    }
+
+    // Bad parameters: 4xx with a code, never a path or a stack trace.
+    let cases: Vec<(Resp, u16, &str)> = vec![
+        (
+            post(p, "/v1/retrieve/context", r#"{"query":"ab"}"#),
+            400,
+            "QUERY_TOO_SHORT",
+        ),
+        (
+            post(p, "/v1/retrieve/context", r#"{"query_text":"ab"}"#),
+            400,
+            "QUERY_TOO_SHORT",
+        ),
+        (
+            post(p, "/v1/retrieve/context", r#"{"query":"pedido","depth":6}"#),
+            400,
+            "INVALID_DEPTH",
+        ),
+        (
+            post(
+                p,
+                "/v1/retrieve/context",
+                r#"{"query":"pedido","limit":101}"#,
+            ),
+            400,
+            "INVALID_LIMIT",
+        ),
+        (
+            post(
+                p,
+                "/v1/retrieve/context",
+                r#"{"query":"pedido","min_score":-1}"#,
+            ),
+            400,
+            "INVALID_MIN_SCORE",
+        ),
+        (
+            post(
+                p,
+                "/v1/retrieve/context",
+                r#"{"query":"pedido","include_kinds":["martian"]}"#,
+            ),
+            400,
+            "INVALID_KIND",
+        ),
+        (
+            post(
+                p,
+                "/v1/retrieve/context",
+                r#"{"query":"pedido","strategy":"magic"}"#,
+            ),
+            400,
+            "INVALID_STRATEGY",
+        ),
+        (
+            post(
+                p,
+                "/v1/retrieve/context",
+                r#"{"query":"pedido","nope":true}"#,
+            ),
+            400,
+            "UNKNOWN_PARAMETER",
+        ),
+        (
+            post(
+                p,
+                "/v1/retrieve/context",
+                r#"{"query":"pedido","depth":"two"}"#,
+            ),
+            400,
+            "INVALID_PARAMETER",
+        ),
+        (
+            post(p, "/v1/retrieve/context", "{not json"),
+            400,
+            "INVALID_JSON",
+        ),
+        (
+            post(p, "/v1/retrieve/context-hints", r#"{"hints":[]}"#),
+            400,
+            "EMPTY_HINTS",
+        ),
+        (get(p, "/v1/retrieve/graph"), 400, "MISSING_NODE"),
+        (
+            get(p, "/v1/retrieve/graph?node=Entity:Pedido&depth=0"),
+            400,
+            "INVALID_DEPTH",
+        ),
+        (
+            get(p, "/v1/retrieve/graph?node=Entity:Pedido&depth=x"),
+            400,
+            "INVALID_PARAMETER",
+        ),
+        (
+            get(p, "/v1/retrieve/graph?node=../../etc/passwd"),
+            404,
+            "NODE_NOT_FOUND",
+        ),
+        (
+            get(p, "/v1/retrieve/impact?node=Pedido&change_type=explode"),
+            400,
+            "INVALID_CHANGE_TYPE",
+        ),
+        (
+            get(p, "/v1/retrieve/coverage?node=Pedido&evil=1"),
+            400,
+            "UNKNOWN_PARAMETER",
+        ),
+        (get(p, "/v1/retrieve/nothing"), 404, "NOT_FOUND"),
+        (get(p, "/"), 404, "NOT_FOUND"),
+        (get(p, "/v1/retrieve/context"), 405, "METHOD_NOT_ALLOWED"),
+        (
+            http(p, "DELETE", "/health", None, &[]),
+            405,
+            "METHOD_NOT_ALLOWED",
+        ),
+        (
+            http(p, "GET", "/health", None, &[("Host", "evil.example")]),
+            403,
+            "FORBIDDEN_HOST",
+        ),
+    ];
+    for (resp, status, code) in &cases {
+        assert_eq!(resp.status, *status, "{code}: {}", resp.body);
+        let v = resp.json();
+        assert_eq!(v["error"]["code"], *code, "{}", resp.body);
+        assert!(v["request_id"].as_str().is_some_and(|s| !s.is_empty()));
+        assert!(
+            !resp.body.contains(&secret_path),
+            "server path leaked: {}",
+            resp.body
+        );
+        assert!(!resp.body.contains("panicked"), "{}", resp.body);
+    }
+
+    // Huge bodies are refused before parsing.
+    let huge = format!(r#"{{"query":"{}"}}"#, "x".repeat(2 * 1024 * 1024));
+    let big = post(p, "/v1/retrieve/context", &huge);
+    assert_eq!(big.status, 413, "{}", big.body);
+    assert_eq!(big.json()["error"]["code"], "PAYLOAD_TOO_LARGE");
+
+    // Still serving after all that.
+    assert_eq!(get(p, "/health").status, 200);
+}
+
+#[test]
+fn http_timeout_answers_partial_results() {
+    let r = indexed_repo();
+    let srv = Server::start(
+        &r.dir,
+        &["--bind", "127.0.0.1:0", "--timeout-ms", "200"],
+        &[("KDD_SERVE_TEST_DELAY_MS", "400")],
+    )
+    .expect("serve");
+    let p = srv.port();
+    let c = post(
+        p,
+        "/v1/retrieve/context",
+        r#"{"query":"precio del pedido"}"#,
+    );
+    assert_eq!(c.status, 200, "{}", c.body);
+    assert!(c.body.contains("\"TIMEOUT\""), "{}", c.body);
+    let g = get(p, "/v1/retrieve/graph?node=Pedido");
+    assert_eq!(g.status, 504, "{}", g.body);
+    assert_eq!(g.json()["error"]["code"], "TIMEOUT");
+    // Health never waits on queries.
+    assert_eq!(get(p, "/health").status, 200);
+}
+
+#[test]
+fn http_requires_a_token_off_loopback() {
+    let r = indexed_repo();
+    let refused = Server::start(&r.dir, &["--bind", "0.0.0.0:0"], &[]);
+    let log = refused
+        .err()
+        .expect("binding 0.0.0.0 without KDD_TOKEN must fail");
+    assert!(log.contains("KDD_TOKEN"), "{log}");
+
+    let srv = Server::start(
+        &r.dir,
+        &["--bind", "0.0.0.0:0"],
+        &[("KDD_TOKEN", "s3cret-token")],
+    )
+    .expect("serve with token");
+    let p = srv.port();
+    assert_eq!(get(p, "/health").status, 200, "health needs no auth");
+    let body = Some(br#"{"query":"precio del pedido"}"#.as_slice());
+    let no = http(p, "POST", "/v1/retrieve/context", body, &[]);
+    assert_eq!(no.status, 401, "{}", no.body);
+    assert_eq!(no.json()["error"]["code"], "UNAUTHORIZED");
+    assert!(no.headers.contains("www-authenticate: bearer"));
+    let wrong = http(
+        p,
+        "POST",
+        "/v1/retrieve/context",
+        body,
+        &[("Authorization", "Bearer s3cret-tokem")],
+    );
+    assert_eq!(wrong.status, 401);
+    let ok = http(
+        p,
+        "POST",
+        "/v1/retrieve/context",
+        body,
+        &[("Authorization", "Bearer s3cret-token")],
+    );
+    assert_eq!(ok.status, 200, "{}", ok.body);
+}
+
+// ───────────────────────────── bare repo + post-receive ─────────────────────────────
+
+fn install_post_receive(bare: &Path) {
+    let shim = Path::new(env!("CARGO_MANIFEST_DIR")).join("hooks/post-receive");
+    let dst = bare.join("hooks/post-receive");
+    std::fs::copy(&shim, &dst).expect("copy hook shim");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+fn push(r: &Repo) -> String {
+    let o = command("git", &r.dir)
+        .args(["push", "-q", "origin", "HEAD:main"])
+        .env("KDD_HOOK_BIN", bin_dir().join("kdd-hook"))
+        .output()
+        .expect("git push");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "push failed:\n{out}\n{err}");
+    err
+}
+
+fn has_node(port: u16, id: &str) -> bool {
+    let g = get(port, &format!("/v1/retrieve/graph?node={id}&depth=1"));
+    g.status == 200 && g.json()["center_node"]["id"] == id
+}
+
+#[test]
+fn bare_repo_serves_pushes_from_two_clones() {
+    let origin = Repo::new();
+    let bare = origin.tmp.path().join("server.git");
+    origin.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
+    install_post_receive(&bare);
+
+    // Clone A publishes the first specs.
+    let a = origin.at(origin.tmp.path().join("a"));
+    origin.git(&[
+        "clone",
+        "-q",
+        bare.to_str().unwrap(),
+        a.dir.to_str().unwrap(),
+    ]);
+    a.git(&["config", "user.name", "A"]);
+    a.git(&["config", "user.email", "a@kdd.invalid"]);
+    write_corpus(&a);
+    index(&a);
+    a.git(&["add", "-A"]);
+    a.git(&["commit", "-qm", "A: specs"]);
+    let log = push(&a);
+    assert!(log.contains("kdd: refs/heads/main"), "hook report: {log}");
+
+    let srv = Server::start(&bare, &["--bind", "127.0.0.1:0"], &[]).expect("serve bare");
+    let p = srv.port();
+    assert!(has_node(p, "Entity:Pedido"));
+
+    // Clone B adds a rule and pushes.
+    let b = origin.at(origin.tmp.path().join("b"));
+    origin.git(&[
+        "clone",
+        "-q",
+        bare.to_str().unwrap(),
+        b.dir.to_str().unwrap(),
+    ]);
+    b.git(&["config", "user.name", "B"]);
+    b.git(&["config", "user.email", "b@kdd.invalid"]);
+    b.write(
+        "specs/01-domain/rules/BR-STOCK-001.md",
+        &spec(
+            "business-rule",
+            "BR-STOCK-001",
+            "Stock disponible",
+            "## Declaración\n\nUn [[Pedido]] solo se confirma con stock disponible en almacén.\n",
+        ),
+    );
+    index(&b);
+    b.git(&["add", "-A"]);
+    b.git(&["commit", "-qm", "B: stock rule"]);
+    let log = push(&b);
+    assert!(log.contains("fresh in"), "{log}");
+
+    // Clone A adds another rule, merges B's work and pushes the merge.
+    a.write(
+        "specs/01-domain/rules/BR-ENVIO-001.md",
+        &spec(
+            "business-rule",
+            "BR-ENVIO-001",
+            "Envío gratuito",
+            "## Declaración\n\nEl envío de un [[Pedido]] es gratuito por encima de cincuenta euros.\n",
+        ),
+    );
+    index(&a);
+    a.git(&["add", "-A"]);
+    a.git(&["commit", "-qm", "A: shipping rule"]);
+    a.git(&["pull", "-q", "--no-rebase", "--no-edit", "origin", "main"]);
+    push(&a);
+
+    std::thread::sleep(Duration::from_millis(600)); // the server's freshness-check interval
+    for id in ["Entity:Pedido", "BR:BR-STOCK-001", "BR:BR-ENVIO-001"] {
+        assert!(has_node(p, id), "{id} missing after the merge push");
+    }
+    let c = post(
+        p,
+        "/v1/retrieve/context",
+        r#"{"query":"envío gratuito cincuenta euros"}"#,
+    );
+    assert_eq!(
+        c.json()["results"][0]["node_id"],
+        "BR:BR-ENVIO-001",
+        "{}",
+        c.body
+    );
+    let h = get(p, "/health").json();
+    let head = b.git(&["ls-remote", "origin", "refs/heads/main"]);
+    assert_eq!(
+        h["commit"].as_str().unwrap(),
+        head.split_whitespace().next().unwrap(),
+        "{h}"
+    );
+
+    // B pushes a spec edit without re-indexing: the server re-derives it and says so.
+    b.git(&["pull", "-q", "--no-rebase", "--no-edit", "origin", "main"]);
+    b.write(
+        "specs/01-domain/rules/BR-STOCK-001.md",
+        &spec(
+            "business-rule",
+            "BR-STOCK-001",
+            "Stock disponible",
+            "## Declaración\n\nUn [[Pedido]] se reserva en el almacén secundario cuando falta mercancía.\n",
+        ),
+    );
+    b.git(&["commit", "-qam", "B: edit without index"]);
+    let log = push(&b);
+    assert!(log.contains("re-derived"), "{log}");
+    assert!(log.contains("BR-STOCK-001"), "{log}");
+    std::thread::sleep(Duration::from_millis(600));
+    let c = post(
+        p,
+        "/v1/retrieve/context",
+        r#"{"query":"almacén secundario mercancía"}"#,
+    );
+    assert_eq!(
+        c.json()["results"][0]["node_id"],
+        "BR:BR-STOCK-001",
+        "{}",
+        c.body
+    );
+    // Nothing was written into the bare repository's refs or objects by the server.
+    let refs = origin.git(&[
+        "--git-dir",
+        bare.to_str().unwrap(),
+        "for-each-ref",
+        "--format=%(refname)",
+    ]);
+    assert_eq!(refs.trim(), "refs/heads/main");
+}
