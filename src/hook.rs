@@ -64,6 +64,8 @@ impl Report {
 }
 
 const STATE_FILE: &str = "hook-state";
+/// Per work tree (in its git dir): digest of the staged specs + index last left consistent.
+const STAMP_FILE: &str = "kdd-hook-stamp";
 const STATE_HEADER: &str = concat!("kdd-hook-state v1 ", env!("CARGO_PKG_VERSION"));
 
 /// Verification record: spec path → (spec blob, [(artifact rel, blob)]).
@@ -160,6 +162,21 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     let _lock = lock(repo.git_dir());
     let index = git::load_index(&repo)?;
     let root = settings.specs_root.as_str();
+    // Fastest path: the staged specs and index are exactly what the last pass left consistent.
+    let stamp_file = repo.git_dir().join(STAMP_FILE);
+    let stamp = |index: &gix::index::File| {
+        format!(
+            "{STATE_HEADER} {root}\n{}\n",
+            git::index_stamp(index, &[root, INDEX_DIR])
+        )
+    };
+    let current_stamp = stamp(&index);
+    if std::fs::read_to_string(&stamp_file).is_ok_and(|s| s == current_stamp) {
+        return Ok(Report {
+            fast_path: true,
+            ..Report::default()
+        });
+    }
     let staged_root = git::index_entries(&index, root);
     let kdd_yaml_id = staged_root.get(&git::kdd_yaml_path(root)).copied();
     let specs: Entries = staged_root
@@ -233,6 +250,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         let m = expected_manifest(&mut specs.keys().map(String::as_str), None);
         if m.as_ref().map(|b| git::blob_id(&repo, b)) == arts.get(&manifest_key).copied() {
             report.fast_path = true;
+            let _ = std::fs::write(&stamp_file, &current_stamp);
             return Ok(report);
         }
     }
@@ -396,6 +414,15 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     }
     if opts.stage && !settings.bare {
         git::stage_paths(&repo, &settings.repo_root, &stage)?;
+        let failed = report
+            .diagnostics
+            .iter()
+            .any(|d| d.severity == crate::spec::Severity::Error);
+        if !failed && conflicted_specs.is_empty() {
+            if let Ok(after) = git::load_index(&repo) {
+                let _ = std::fs::write(&stamp_file, stamp(&after));
+            }
+        }
     }
     if state != before {
         state.save(settings);

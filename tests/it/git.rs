@@ -847,18 +847,28 @@ fn random_ops(r: &Repo, rng: &mut Rng, branch: usize, ops: usize) {
 fn resolve_specs(r: &Repo, rng: &mut Rng) {
     let unmerged = r.git(&["diff", "--name-only", "--diff-filter=U"]);
     for p in unmerged.lines().filter(|p| p.starts_with("specs/")) {
-        let side = if rng.below(2) == 0 {
-            "--ours"
-        } else {
-            "--theirs"
-        };
-        let ok = r.git_out(&["checkout", side, "--", p]).status.success();
-        if (ok && r.exists(p)) || (r.exists(p) && !r.read(p).contains("<<<<<<<")) {
-            r.git(&["add", p]);
-        } else {
-            r.git(&["rm", "-q", "--cached", "--ignore-unmatch", p]);
-            let _ = std::fs::remove_file(r.dir.join(p));
-            let _ = r.git_out(&["rm", "-q", "--cached", p]);
+        // Take one side's version from the index stages (ours = 2, theirs = 3); a path neither
+        // side has any more is deleted. Never leaves markers in a spec.
+        let order = if rng.below(2) == 0 { [2, 3] } else { [3, 2] };
+        let content = order.iter().find_map(|stage| {
+            let o = r.git_out(&["show", &format!(":{stage}:{p}")]);
+            o.status.success().then_some(o.stdout)
+        });
+        match content {
+            Some(bytes) if !String::from_utf8_lossy(&bytes).contains("<<<<<<<") => {
+                std::fs::write(r.dir.join(p), bytes).unwrap();
+                r.git(&["add", p]);
+            }
+            _ => {
+                let _ = std::fs::remove_file(r.dir.join(p));
+                r.git(&["rm", "-q", "--cached", "--ignore-unmatch", p]);
+            }
+        }
+    }
+    // Rename detection can put markers into a path that is not unmerged any more.
+    for p in spec_files(r) {
+        if r.exists(&p) && r.read(&p).contains("<<<<<<<") {
+            r.git(&["rm", "-q", "-f", &p]);
         }
     }
     // Renames on both sides may leave one id in two files: keep the first.
@@ -927,9 +937,17 @@ fn randomized_merges_keep_index_equal_to_fresh_index() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(8);
     let (mut merges, mut rebases, mut conflicted, mut index_conflicts) = (0, 0, 0, 0);
-    for seed in 1..=seeds {
+    let first: u64 = std::env::var("KDD_RANDOM_FIRST")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    for seed in first..first + seeds {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed.wrapping_mul(0x1000_0001));
-        let r = Repo::new();
+        // Kept on disk when a check fails (dropped explicitly at the end of the seed).
+        let r = std::mem::ManuallyDrop::new(Repo::new());
+        if std::env::var_os("KDD_RANDOM_KEEP").is_some() {
+            eprintln!("seed {seed}: {}", r.dir.display());
+        }
         assert!(r.kdd(&["install"]).status.success());
         r.git(&["config", "kdd.healCommit", "true"]);
         for i in 0..6 {
@@ -1007,6 +1025,7 @@ fn randomized_merges_keep_index_equal_to_fresh_index() {
             check_consistent(&r, &ctx);
             merges += 1;
         }
+        drop(std::mem::ManuallyDrop::into_inner(r));
     }
     eprintln!(
         "randomized merge scenarios: {merges} integrations ({rebases} by rebase) over {seeds} \
