@@ -184,6 +184,11 @@ fn start_server(dir: &Path) -> Server {
             break a.trim().rsplit(':').next().unwrap().parse().unwrap();
         }
     };
+    for line in lines.by_ref() {
+        if line.expect("stderr").contains("kdd serve: ready") {
+            break;
+        }
+    }
     // Keep draining the access log.
     std::thread::spawn(move || for _ in lines {});
     Server(child, port)
@@ -255,6 +260,29 @@ pub fn run(args: &[String]) {
         t.elapsed().as_secs_f64()
     ));
     let port = srv.1;
+    // Service time: one client, sequential requests.
+    let mut conn = BufReader::new(TcpStream::connect(("127.0.0.1", port)).unwrap());
+    let mut seq = Vec::new();
+    for i in 0..300 {
+        let body = format!(
+            r#"{{"query":"{} del {} con {}","limit":10,"depth":2}}"#,
+            w(i),
+            w(i / 3 + 1),
+            w(i / 7 + 2)
+        );
+        let t = Instant::now();
+        if let Ok(200) = post(&mut conn, port, "/v1/retrieve/context", &body) {
+            seq.push(t.elapsed());
+        }
+    }
+    seq.sort();
+    output::info(&format!(
+        "serve bench: POST /v1/retrieve/context, 1 client sequential: {} ok; P50 {:.2} ms, P95 {:.2} ms, P99 {:.2} ms",
+        seq.len(),
+        pct(&seq, 0.50),
+        pct(&seq, 0.95),
+        pct(&seq, 0.99)
+    ));
     let lat = Arc::new(Mutex::new(Vec::with_capacity(total)));
     let errors = Arc::new(Mutex::new(0usize));
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));

@@ -592,12 +592,17 @@ pub async fn serve(
     opts: Options,
 ) -> std::io::Result<()> {
     let e2 = engine.clone();
+    let t0 = Instant::now();
     let _ = tokio::task::spawn_blocking(move || {
         if let Err(e) = e2.get() {
             crate::cli::output::warn(&format!("kdd serve: {e}"));
         }
     })
     .await;
+    crate::cli::output::info(&format!(
+        "kdd serve: ready in {} ms",
+        t0.elapsed().as_millis()
+    ));
     let app = router(engine, opts);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())

@@ -99,6 +99,8 @@ pub struct Engine {
     pub check_interval: Duration,
     memo: Mutex<Memo>,
     last_scan: Mutex<Option<(Instant, StaleScan)>>,
+    /// The query embedder (L2), loaded once and kept warm across reloads.
+    embedder: Mutex<Option<Arc<dyn crate::query::QueryEmbedder>>>,
 }
 
 fn log(msg: &str) {
@@ -132,6 +134,7 @@ impl Engine {
             check_interval,
             memo: Mutex::new(Memo::new()),
             last_scan: Mutex::new(None),
+            embedder: Mutex::new(None),
         }
     }
 
@@ -256,11 +259,14 @@ impl Engine {
             return Ok(None);
         }
         let t0 = Instant::now();
-        let cache = Cache::open_paths(&index_dir, &repo_root, &root, &OpenOptions::default())
+        let mut cache = Cache::open_paths(&index_dir, &repo_root, &root, &OpenOptions::default())
             .map_err(|e| {
-                log(&format!("kdd serve: cannot open the index: {e}"));
-                ApiError::from(e)
-            })?;
+            log(&format!("kdd serve: cannot open the index: {e}"));
+            ApiError::from(e)
+        })?;
+        if cache.level() >= crate::artifact::IndexLevel::L2 {
+            self.attach_embedder(&mut cache);
+        }
         let snap = cache.snapshot().map_err(ApiError::from)?;
         let all = snap.all_nodes().map_err(ApiError::from)?;
         drop(snap);
@@ -286,6 +292,33 @@ impl Engine {
             rederived,
             opened: std::time::SystemTime::now(),
         }))
+    }
+
+    /// Give an L2 cache the query embedder (kept warm across reloads while the model matches);
+    /// without one, hybrid search degrades to L1 with a `NO_EMBEDDINGS` warning saying why.
+    fn attach_embedder(&self, cache: &mut Cache) {
+        let want = cache.manifest().embedding.as_ref().map(|e| e.model.clone());
+        let mut slot = self.embedder.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some(e), Some(w)) = (slot.as_ref(), want.as_ref()) {
+            if e.model() == w {
+                cache.set_embedder(e.clone());
+                return;
+            }
+        }
+        match crate::query::embedder_for(cache.manifest(), Some(&self.settings.cache_dir)) {
+            Ok(e) => {
+                log(&format!(
+                    "kdd serve: embedding model `{}` loaded",
+                    e.model()
+                ));
+                *slot = Some(e.clone());
+                cache.set_embedder(e);
+            }
+            Err(reason) => {
+                log(&format!("kdd serve: semantic search unavailable: {reason}"));
+                cache.set_embedder_unavailable(reason);
+            }
+        }
     }
 
     /// Compare every spec file with its node's source hash (memoised by size + mtime, so a
