@@ -1397,8 +1397,8 @@ impl<'a> Renderer<'a> {
             self.line(&format!("1. El usuario abre el {ent}.\n2. El sistema ejecuta {c1}.\n3. Se emite {ev}.\n4. El sistema confirma la operación."));
             self.h(2, "Flujos Alternativos", "");
             self.line(&format!("### FA-1: Datos incompletos\n- El sistema rechaza la operación y ejecuta {c2} para deshacer."));
-            // Planted orphan every 50th use case.
-            if ord % 50 == 49 {
+            // Planted orphan every 50th use case (the 26th, 76th…, so small corpora get one too).
+            if ord % 50 == 25 {
                 self.line(&format!(
                     "- Caso pendiente de especificar: [[Obsoleto{ent}{ord}]]."
                 ));
@@ -1432,7 +1432,7 @@ impl<'a> Renderer<'a> {
             self.line(&format!(
                 "### 2a. Invalid data\n\n1. The System runs {c2} to roll back"
             ));
-            if ord % 50 == 49 {
+            if ord % 50 == 25 {
                 self.line(&format!("2. Still to be specified: [[Obsolete{ent}{ord}]]"));
                 self.orphans += 1;
             }
