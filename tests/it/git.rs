@@ -1069,6 +1069,25 @@ fn doctor_checks_and_verify_in_bare_repo() {
         checks.iter().any(|c| c.name == "merge-driver" && !c.ok),
         "{checks:?}"
     );
+    // `kdd doctor` reports it, and `kdd doctor --fix` installs driver + hooks.
+    let c = r.at(clone.clone());
+    let o = c.kdd(&["doctor", "--no-load", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor --json");
+    let warned = |v: &serde_json::Value, name: &str| {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == name && c["status"] == "warn")
+    };
+    assert!(warned(&v, "merge-driver"), "{v}");
+    let o = c.kdd(&["doctor", "--no-load", "--fix", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor --fix --json");
+    for name in ["merge-driver", "gitattributes", "pre-commit-hook"] {
+        assert!(!warned(&v, name), "{name} still broken after --fix: {v}");
+    }
+    let checks = kdd::git::doctor_checks(&settings);
+    assert!(checks.iter().all(|c| c.ok), "{checks:?}");
 }
 
 #[test]

@@ -20,6 +20,10 @@ pub struct Args {
     /// Do not load the active model (faster; skips the load-time figure).
     #[arg(long)]
     pub no_load: bool,
+    /// Repair what can be repaired in the current repository: install the merge driver,
+    /// `.gitattributes` line and hooks when missing (same as `kdd install`).
+    #[arg(long)]
+    pub fix: bool,
     /// Run the warm embedder server on this socket (internal).
     #[arg(long, hide = true, value_name = "SOCKET")]
     pub embed_server: Option<PathBuf>,
@@ -86,6 +90,9 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         crate::embed::warm::serve(socket)?;
         return Ok(ExitStatus::Success);
     }
+    if args.fix {
+        fix_git(global)?;
+    }
     let report = Report {
         checks: collect(args, global),
     };
@@ -118,7 +125,46 @@ pub fn collect(args: &Args, global: &GlobalArgs) -> Vec<Check> {
     let mut checks = Vec::new();
     embedding_checks(args, &mut checks);
     index_check(global, &mut checks);
+    git_checks(global, &mut checks);
     checks
+}
+
+/// Git integration (merge driver, attributes, hooks, conflicts under `.kdd-index/`), from
+/// [`crate::git::doctor_checks`].
+fn git_checks(global: &GlobalArgs, checks: &mut Vec<Check>) {
+    let Ok(settings) = global.settings() else {
+        return;
+    };
+    for c in crate::git::doctor_checks(&settings) {
+        let check = if c.ok {
+            Check::new(c.name, Status::Ok, c.message)
+        } else {
+            Check::new(c.name, Status::Warn, c.message).fix("kdd doctor --fix")
+        };
+        checks.push(check);
+    }
+}
+
+/// `--fix`: run `kdd install` when any git integration check fails.
+fn fix_git(global: &GlobalArgs) -> anyhow::Result<()> {
+    let settings = global.settings()?;
+    let broken: Vec<String> = crate::git::doctor_checks(&settings)
+        .into_iter()
+        .filter(|c| !c.ok && c.name != "index-conflicts")
+        .map(|c| c.name)
+        .collect();
+    if broken.is_empty() {
+        return Ok(());
+    }
+    output::info(&format!("doctor --fix: repairing {}", broken.join(", ")));
+    let args = super::install::Args {
+        local: false,
+        no_hooks: false,
+    };
+    for line in super::install::install(&settings, &args)? {
+        output::info(&line);
+    }
+    Ok(())
 }
 
 const INSTALL: &str = "./install.sh (from the kdd source tree)";
