@@ -308,7 +308,7 @@ elif [ $DEMO = 1 ]; then
   cp -R "$HERE/fixtures/demo/specs" "$demo/specs"
   gitc "$demo" init -q
   "$KDD" install --repo "$demo" >/dev/null
-  gitc "$demo" add specs
+  gitc "$demo" add specs .gitattributes
   # The pre-commit hook indexes the staged specs and stages .kdd-index/ in the same commit.
   PATH="$BIN_DIR:$PATH" gitc "$demo" commit -q -m "demo specs"
   "$KDD" -C "$demo" status || true
