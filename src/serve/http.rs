@@ -64,6 +64,10 @@ pub struct AppState {
     opts: Arc<Options>,
     counter: Arc<AtomicU64>,
     started: Instant,
+    /// Query work admitted at once: one per core. Queries are CPU-bound, so more would only
+    /// time-slice; queued requests wait FIFO (inside their deadline), which keeps tail latency
+    /// close to the queue length times the service time.
+    work: Arc<tokio::sync::Semaphore>,
 }
 
 /// The request id of the current request (set by the middleware).
@@ -129,6 +133,9 @@ pub fn router(engine: Arc<Engine>, opts: Options) -> Router {
         opts: Arc::new(opts),
         counter: Arc::new(AtomicU64::new(0)),
         started: Instant::now(),
+        work: Arc::new(tokio::sync::Semaphore::new(
+            std::thread::available_parallelism().map_or(2, |n| n.get()),
+        )),
     };
     Router::new()
         .route("/health", get(health))
@@ -314,16 +321,22 @@ where
     let engine = st.engine.clone();
     let delay = st.opts.test_delay;
     let rid2 = rid.to_string();
-    let task = tokio::task::spawn_blocking(move || {
-        if !delay.is_zero() {
-            std::thread::sleep(delay);
-        }
-        let (loaded, reloaded) = engine.get()?;
-        if reloaded {
-            crate::cli::output::info(&format!("[{rid2}] index reloaded"));
-        }
-        f(&loaded.cache)
-    });
+    let work = st.work.clone();
+    let task = async move {
+        // Closed never: the semaphore lives as long as the state.
+        let _permit = work.acquire_owned().await.expect("work semaphore open");
+        tokio::task::spawn_blocking(move || {
+            if !delay.is_zero() {
+                std::thread::sleep(delay);
+            }
+            let (loaded, reloaded) = engine.get()?;
+            if reloaded {
+                crate::cli::output::info(&format!("[{rid2}] index reloaded"));
+            }
+            f(&loaded.cache)
+        })
+        .await
+    };
     match tokio::time::timeout(st.opts.timeout, task).await {
         Ok(Ok(r)) => Ok(r),
         Ok(Err(join)) => {
