@@ -406,36 +406,123 @@ impl K {
 }
 
 const NOUNS: [&str; 64] = [
-    "Pedido", "Invoice", "Cliente", "Product", "Almacen", "Shipment", "Proveedor", "Contract",
-    "Tarifa", "Coupon", "Reserva", "Ticket", "Incidencia", "Quote", "Pago", "Subscription",
-    "Cuenta", "Employee", "Turno", "Route", "Vehiculo", "Parcel", "Devolucion", "Catalog",
-    "Categoria", "Campaign", "Factura", "Voucher", "Presupuesto", "Meter", "Lectura", "Asset",
-    "Licencia", "Device", "Siniestro", "Lead", "Oportunidad", "Budget", "Asiento", "Ledger",
-    "Lote", "Warehouse", "Albaran", "Carrier", "Nomina", "Timesheet", "Proyecto", "Milestone",
-    "Tarea", "Approval", "Documento", "Signature", "Expediente", "Appointment", "Paciente",
-    "Prescription", "Curso", "Enrollment", "Alumno", "Grade", "Sucursal", "Terminal", "Caja",
+    "Pedido",
+    "Invoice",
+    "Cliente",
+    "Product",
+    "Almacen",
+    "Shipment",
+    "Proveedor",
+    "Contract",
+    "Tarifa",
+    "Coupon",
+    "Reserva",
+    "Ticket",
+    "Incidencia",
+    "Quote",
+    "Pago",
+    "Subscription",
+    "Cuenta",
+    "Employee",
+    "Turno",
+    "Route",
+    "Vehiculo",
+    "Parcel",
+    "Devolucion",
+    "Catalog",
+    "Categoria",
+    "Campaign",
+    "Factura",
+    "Voucher",
+    "Presupuesto",
+    "Meter",
+    "Lectura",
+    "Asset",
+    "Licencia",
+    "Device",
+    "Siniestro",
+    "Lead",
+    "Oportunidad",
+    "Budget",
+    "Asiento",
+    "Ledger",
+    "Lote",
+    "Warehouse",
+    "Albaran",
+    "Carrier",
+    "Nomina",
+    "Timesheet",
+    "Proyecto",
+    "Milestone",
+    "Tarea",
+    "Approval",
+    "Documento",
+    "Signature",
+    "Expediente",
+    "Appointment",
+    "Paciente",
+    "Prescription",
+    "Curso",
+    "Enrollment",
+    "Alumno",
+    "Grade",
+    "Sucursal",
+    "Terminal",
+    "Caja",
     "Receipt",
 ];
 const QUALS: [&str; 8] = [
-    "", "Line", "Grupo", "Batch", "Version", "Plantilla", "Snapshot", "Solicitud",
+    "",
+    "Line",
+    "Grupo",
+    "Batch",
+    "Version",
+    "Plantilla",
+    "Snapshot",
+    "Solicitud",
 ];
 const VERBS_ES: [&str; 10] = [
-    "Crear", "Actualizar", "Cancelar", "Aprobar", "Archivar", "Asignar", "Validar", "Cerrar",
-    "Reabrir", "Exportar",
+    "Crear",
+    "Actualizar",
+    "Cancelar",
+    "Aprobar",
+    "Archivar",
+    "Asignar",
+    "Validar",
+    "Cerrar",
+    "Reabrir",
+    "Exportar",
 ];
 const VERBS_EN: [&str; 10] = [
     "Create", "Update", "Cancel", "Approve", "Archive", "Assign", "Validate", "Close", "Reopen",
     "Export",
 ];
 const ACTIONS: [&str; 8] = [
-    "Creado", "Updated", "Cancelado", "Approved", "Archivado", "Assigned", "Cerrado", "Reopened",
+    "Creado",
+    "Updated",
+    "Cancelado",
+    "Approved",
+    "Archivado",
+    "Assigned",
+    "Cerrado",
+    "Reopened",
 ];
 const STATES_ES: [&str; 5] = ["borrador", "activo", "aprobado", "cerrado", "archivado"];
 const STATES_EN: [&str; 5] = ["draft", "active", "approved", "closed", "archived"];
 const STATUSES: [&str; 4] = ["draft", "review", "approved", "approved"];
 const DOMAINS: [&str; 12] = [
-    "core", "billing", "auth", "catalog", "shipping", "support", "analytics", "inventory",
-    "payments", "identity", "reporting", "scheduling",
+    "core",
+    "billing",
+    "auth",
+    "catalog",
+    "shipping",
+    "support",
+    "analytics",
+    "inventory",
+    "payments",
+    "identity",
+    "reporting",
+    "scheduling",
 ];
 
 #[derive(Debug, Clone)]
@@ -570,7 +657,14 @@ impl Plan {
     }
 
     /// (front-matter id, file stem) for a new spec.
-    fn name(&self, k: K, domain: usize, ord: usize, about: usize, es: bool) -> (Option<String>, String) {
+    fn name(
+        &self,
+        k: K,
+        domain: usize,
+        ord: usize,
+        about: usize,
+        es: bool,
+    ) -> (Option<String>, String) {
         let n = ord + 1;
         let ent = self.entity_name(domain, about);
         let up = ascii_upper(&ent);
@@ -582,8 +676,20 @@ impl Plan {
         let with_id = |id: String, stem: String| (Some(id), stem);
         match k {
             K::Entity => (None, entity_base_name(ord)),
-            K::Role => (None, format!("{}Role{n}", ["Operador", "Manager", "Auditor", "Agent"][ord % 4])),
-            K::System => (None, format!("{}{n}", ["STRIPE", "SAP", "SENDGRID", "TWILIO", "S3"][ord % 5])),
+            K::Role => (
+                None,
+                format!(
+                    "{}Role{n}",
+                    ["Operador", "Manager", "Auditor", "Agent"][ord % 4]
+                ),
+            ),
+            K::System => (
+                None,
+                format!(
+                    "{}{n}",
+                    ["STRIPE", "SAP", "SENDGRID", "TWILIO", "S3"][ord % 5]
+                ),
+            ),
             K::Event => {
                 let ne = self.count(domain, K::Entity).max(1);
                 let round = ord / ne;
@@ -598,7 +704,10 @@ impl Plan {
                 with_id(id.clone(), id)
             }
             K::Rule => {
-                let id = format!("BR-{n:03}-{ent}{}", ["Limit", "Consistency", "Window", "Uniqueness"][ord % 4]);
+                let id = format!(
+                    "BR-{n:03}-{ent}{}",
+                    ["Limit", "Consistency", "Window", "Uniqueness"][ord % 4]
+                );
                 with_id(id.clone(), id)
             }
             K::Policy if es => {
@@ -625,22 +734,52 @@ impl Plan {
             ),
             K::Process => with_id(
                 format!("PROC-{n:03}"),
-                format!("PROC-{n:03}-{}{ent}", if es { "Gestion" } else { "Lifecycle" }),
+                format!(
+                    "PROC-{n:03}-{}{ent}",
+                    if es { "Gestion" } else { "Lifecycle" }
+                ),
             ),
             K::UseCase => with_id(format!("UC-{n:03}"), format!("UC-{n:03}-{verb}{ent}")),
-            K::View => (None, format!("UI-{ent}{}", if es { "Detalle" } else { "List" })),
-            K::Component => (None, format!("{ent}{}", if es { "Tarjeta" } else { "Card" })),
-            K::Flow => (None, format!("{}{ent}", if es { "Flujo" } else { "FlowOf" })),
-            K::Req => with_id(format!("REQ-{n:03}"), format!("REQ-{n:03}-{ent}{}", if es { "Criterios" } else { "Behaviour" })),
+            K::View => (
+                None,
+                format!("UI-{ent}{}", if es { "Detalle" } else { "List" }),
+            ),
+            K::Component => (
+                None,
+                format!("{ent}{}", if es { "Tarjeta" } else { "Card" }),
+            ),
+            K::Flow => (
+                None,
+                format!("{}{ent}", if es { "Flujo" } else { "FlowOf" }),
+            ),
+            K::Req => with_id(
+                format!("REQ-{n:03}"),
+                format!(
+                    "REQ-{n:03}-{ent}{}",
+                    if es { "Criterios" } else { "Behaviour" }
+                ),
+            ),
             K::Feature => (None, format!("{}-{n}", ascii_lower(&ent))),
-            K::Objective => with_id(format!("OBJ-{n:03}"), format!("OBJ-{n:03}-{}{ent}", if es { "Mejorar" } else { "Improve" })),
+            K::Objective => with_id(
+                format!("OBJ-{n:03}"),
+                format!("OBJ-{n:03}-{}{ent}", if es { "Mejorar" } else { "Improve" }),
+            ),
             K::Nfr => {
-                let id = format!("NFR-{}{n}", ["Latency", "Availability", "Privacy", "Throughput"][ord % 4]);
+                let id = format!(
+                    "NFR-{}{n}",
+                    ["Latency", "Availability", "Privacy", "Throughput"][ord % 4]
+                );
                 with_id(id.clone(), id)
             }
             K::ValueUnit => with_id(format!("UV-{n:03}"), format!("UV-{n:03}-{ent}EndToEnd")),
             K::Release => with_id(format!("REL-{n:03}"), format!("REL-{n:03}-Wave{n}")),
-            K::Adr => with_id(format!("ADR-{n:04}"), format!("ADR-{n:04}-{}{ent}", if es { "Persistencia" } else { "StorageFor" })),
+            K::Adr => with_id(
+                format!("ADR-{n:04}"),
+                format!(
+                    "ADR-{n:04}-{}{ent}",
+                    if es { "Persistencia" } else { "StorageFor" }
+                ),
+            ),
             K::Prd => {
                 let d = &self.domains[domain.min(self.domains.len() - 1)];
                 let id = if d.is_empty() {
@@ -651,12 +790,23 @@ impl Plan {
                 with_id(id.clone(), id)
             }
             K::Charter => with_id("ARCH-CHARTER-Main".into(), "charter".into()),
-            K::Glossary => (None, if es { "Glosario".into() } else { "glossary".into() }),
+            K::Glossary => (
+                None,
+                if es {
+                    "Glosario".into()
+                } else {
+                    "glossary".into()
+                },
+            ),
         }
     }
 
     fn rel_path(&self, s: &Spec) -> PathBuf {
-        let ext = if s.kind == K::Feature { "feature" } else { "md" };
+        let ext = if s.kind == K::Feature {
+            "feature"
+        } else {
+            "md"
+        };
         let file = format!("{}.{ext}", s.stem);
         let mut p = PathBuf::new();
         if self.multi {
@@ -684,12 +834,21 @@ impl Plan {
         if d == 0 {
             m.push_str("dependencies: []\n");
         } else {
-            let _ = writeln!(m, "dependencies:\n  - domain: {}\n    type: required\n    reason: Shared entities", self.domains[0]);
+            let _ = writeln!(
+                m,
+                "dependencies:\n  - domain: {}\n    type: required\n    reason: Shared entities",
+                self.domains[0]
+            );
         }
         let ents: Vec<String> = self
             .by_kind
             .get(&(d, K::Entity))
-            .map(|v| v.iter().take(5).map(|&i| self.specs[i].stem.clone()).collect())
+            .map(|v| {
+                v.iter()
+                    .take(5)
+                    .map(|&i| self.specs[i].stem.clone())
+                    .collect()
+            })
             .unwrap_or_default();
         let _ = writeln!(m, "exports:\n  entities: [{}]", ents.join(", "));
         m
@@ -708,11 +867,17 @@ fn entity_base_name(i: usize) -> String {
 }
 
 fn ascii_upper(s: &str) -> String {
-    s.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_uppercase()
+    s.chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect::<String>()
+        .to_ascii_uppercase()
 }
 
 fn ascii_lower(s: &str) -> String {
-    s.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_lowercase()
+    s.chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect::<String>()
+        .to_ascii_lowercase()
 }
 
 fn pascal(s: &str) -> String {
@@ -855,7 +1020,9 @@ impl<'a> Renderer<'a> {
         let mut p = String::new();
         for _ in 0..sentences {
             let a = self.entity();
-            let b = self.plan.entity_name(self.s.domain, self.s.about + 1 + self.rng.below(5));
+            let b = self
+                .plan
+                .entity_name(self.s.domain, self.s.about + 1 + self.rng.below(5));
             let t = if self.es() {
                 self.rng.pick(&FILL_ES)
             } else {
@@ -953,7 +1120,9 @@ impl<'a> Renderer<'a> {
         self.line("| Atributo | Tipo | Descripción |\n|---|---|---|");
         self.line(&format!("| `id` | uuid | Identificador de {name} |"));
         self.line("| `estado` | enum | Estado del ciclo de vida |");
-        let alias = self.link_alias(K::Entity, ord + 1, "referencia", true).unwrap_or_default();
+        let alias = self
+            .link_alias(K::Entity, ord + 1, "referencia", true)
+            .unwrap_or_default();
         self.line(&format!("| `ref_id` | uuid | {alias} |"));
         self.line("| `creado_en` | timestamp | Fecha de alta |");
         if self.es() {
@@ -986,12 +1155,22 @@ impl<'a> Renderer<'a> {
         }
         self.h(2, "Invariantes", "Invariants");
         if self.es() {
-            self.line(&format!("- Un {name} en estado `{}` no se modifica.", st[3]));
+            self.line(&format!(
+                "- Un {name} en estado `{}` no se modifica.",
+                st[3]
+            ));
             self.line("- El identificador es único y nunca se reutiliza.");
         } else {
             self.line("| ID | Constraint |\n|----|------------|");
-            self.line(&format!("| INV-{}-001 | A {} {name} is never modified |", ascii_upper(&name), st[3]));
-            self.line(&format!("| INV-{}-002 | Identifiers are never reused |", ascii_upper(&name)));
+            self.line(&format!(
+                "| INV-{}-001 | A {} {name} is never modified |",
+                ascii_upper(&name),
+                st[3]
+            ));
+            self.line(&format!(
+                "| INV-{}-002 | Identifiers are never reused |",
+                ascii_upper(&name)
+            ));
         }
     }
 
@@ -1028,7 +1207,11 @@ impl<'a> Renderer<'a> {
         let stem = self.s.stem.clone();
         let ent = self.entity();
         if self.es() {
-            self.front(&[("title", format!("Regla sobre {ent}")), ("entity", ent.clone()), ("severity", "high".into())]);
+            self.front(&[
+                ("title", format!("Regla sobre {ent}")),
+                ("entity", ent.clone()),
+                ("severity", "high".into()),
+            ]);
             self.title(&format!("{stem} — Regla sobre {ent}"));
         } else {
             self.front(&[]);
@@ -1046,9 +1229,16 @@ impl<'a> Renderer<'a> {
         let n = 1 + self.rng.below(3);
         self.prose(n);
         self.h(2, "Cuándo aplica", "When Applies");
-        self.line(if self.es() { "Al crear y al cambiar de estado." } else { "On creation and on every state change." });
+        self.line(if self.es() {
+            "Al crear y al cambiar de estado."
+        } else {
+            "On creation and on every state change."
+        });
         self.h(2, "Qué pasa si se incumple", "Violation Behavior");
-        self.line(&format!("`{}_RECHAZADO` — la operación no se ejecuta.", ascii_upper(&ent)));
+        self.line(&format!(
+            "`{}_RECHAZADO` — la operación no se ejecuta.",
+            ascii_upper(&ent)
+        ));
         if policy {
             self.h(2, "Parámetros", "Parameters");
             self.line("| Parámetro | Valor por defecto |\n|---|---|\n| `limite` | 1000 |\n| `margen_dias` | 30 |");
@@ -1056,7 +1246,11 @@ impl<'a> Renderer<'a> {
         self.h(2, "Formalización", "Formalization");
         let _ = writeln!(self.out, "```\nWHEN a {ent} changes state,\nthe system SHALL verify the limit\n  AND SHALL NOT persist an invalid [[{ent}]].\n```");
         self.h(2, "Ejemplos", "Examples");
-        self.line(if self.es() { "- Importe 900 con límite 1000 → válido.\n- Importe 1200 → rechazado." } else { "- Amount 900 with limit 1000 → valid.\n- Amount 1200 → rejected." });
+        self.line(if self.es() {
+            "- Importe 900 con límite 1000 → válido.\n- Importe 1200 → rechazado."
+        } else {
+            "- Amount 900 with limit 1000 → valid.\n- Amount 1200 → rejected."
+        });
     }
 
     fn xpolicy(&mut self) {
@@ -1086,7 +1280,10 @@ impl<'a> Renderer<'a> {
         let ent = self.entity();
         self.front(&[]);
         let name = stem.splitn(3, '-').nth(2).unwrap_or(&stem).to_string();
-        self.title(&format!("{}: {name}", self.s.id.clone().unwrap_or_default()));
+        self.title(&format!(
+            "{}: {name}",
+            self.s.id.clone().unwrap_or_default()
+        ));
         let e = self.link(K::Entity, self.s.about).unwrap_or_default();
         let br = self.link(K::Rule, self.s.ord).unwrap_or_default();
         let br2 = self.link(K::Rule, self.s.ord + 5).unwrap_or_default();
@@ -1094,16 +1291,23 @@ impl<'a> Renderer<'a> {
         let ev = self.link(K::Event, self.s.about).unwrap_or_default();
         self.h(2, "Purpose", "Purpose");
         if self.es() {
-            self.line(&format!("Modifica un {e} a petición del usuario y deja el sistema en un estado coherente."));
+            self.line(&format!(
+                "Modifica un {e} a petición del usuario y deja el sistema en un estado coherente."
+            ));
         } else {
-            self.line(&format!("Changes a {e} on the user's request and leaves the system consistent."));
+            self.line(&format!(
+                "Changes a {e} on the user's request and leaves the system consistent."
+            ));
         }
         self.out.push('\n');
         let n = 1 + self.rng.below(2);
         self.prose(n);
         self.h(2, "Input", "Input");
         self.line("| Parameter | Type | Required | Validation |\n|---|---|---|---|");
-        self.line(&format!("| `{}_id` | uuid | Yes | Must exist |", ascii_lower(&ent)));
+        self.line(&format!(
+            "| `{}_id` | uuid | Yes | Must exist |",
+            ascii_lower(&ent)
+        ));
         self.line("| `motivo` | string | No | Max 500 chars |");
         self.h(2, "Preconditions", "Preconditions");
         self.line(&format!("- The caller is authenticated.\n- {br} holds."));
@@ -1113,16 +1317,25 @@ impl<'a> Renderer<'a> {
         self.line(&format!("- {br}\n- {br2}"));
         self.h(2, "Possible Errors", "Possible Errors");
         self.line("| Code | Condition | Message |\n|---|---|---|");
-        self.line(&format!("| `{}_NOT_FOUND` | Unknown id | \"Not found\" |", ascii_upper(&ent)));
+        self.line(&format!(
+            "| `{}_NOT_FOUND` | Unknown id | \"Not found\" |",
+            ascii_upper(&ent)
+        ));
     }
 
     fn query(&mut self) {
         let stem = self.s.stem.clone();
         self.front(&[]);
-        self.title(&format!("{}: {}", self.s.id.clone().unwrap_or_default(), stem.splitn(3, '-').nth(2).unwrap_or(&stem)));
+        self.title(&format!(
+            "{}: {}",
+            self.s.id.clone().unwrap_or_default(),
+            stem.splitn(3, '-').nth(2).unwrap_or(&stem)
+        ));
         let e = self.link(K::Entity, self.s.about).unwrap_or_default();
         self.h(2, "Purpose", "Purpose");
-        self.line(&format!("Lists {e} records matching the filters, newest first, paginated."));
+        self.line(&format!(
+            "Lists {e} records matching the filters, newest first, paginated."
+        ));
         self.out.push('\n');
         let n = 1 + self.rng.below(2);
         self.prose(n);
@@ -1168,7 +1381,10 @@ impl<'a> Renderer<'a> {
         let xp = self.link(K::XPolicy, ord).unwrap_or_default();
         let obj = self.link(K::Objective, ord).unwrap_or_default();
         let ev = self.link(K::Event, self.s.about).unwrap_or_default();
-        let anchor = self.link(K::Entity, self.s.about).map(|l| format!("{}#Invariantes]]", &l[..l.len() - 2])).unwrap_or_default();
+        let anchor = self
+            .link(K::Entity, self.s.about)
+            .map(|l| format!("{}#Invariantes]]", &l[..l.len() - 2]))
+            .unwrap_or_default();
         if self.es() {
             self.front(&[("title", name.clone()), ("actor", "Usuario".into())]);
             self.title(&format!("{id} — {name}"));
@@ -1187,7 +1403,9 @@ impl<'a> Renderer<'a> {
             self.line(&format!("### FA-1: Datos incompletos\n- El sistema rechaza la operación y ejecuta {c2} para deshacer."));
             // Planted orphan every 50th use case.
             if ord % 50 == 49 {
-                self.line(&format!("- Caso pendiente de especificar: [[Obsoleto{ent}{ord}]]."));
+                self.line(&format!(
+                    "- Caso pendiente de especificar: [[Obsoleto{ent}{ord}]]."
+                ));
                 self.orphans += 1;
             }
             self.h(2, "Postcondiciones", "");
@@ -1200,18 +1418,24 @@ impl<'a> Renderer<'a> {
             self.front(&[]);
             self.title(&format!("{id}: {name}"));
             self.h(2, "", "Description");
-            self.line(&format!("The user handles a {e} end to end. Contributes to {obj}. See also {anchor}."));
+            self.line(&format!(
+                "The user handles a {e} end to end. Contributes to {obj}. See also {anchor}."
+            ));
             self.out.push('\n');
             let n = 2 + self.rng.below(3);
             self.prose(n);
             self.h(2, "", "Actors");
             self.line("- **Primary Actor**: user\n- **Secondary Actor**: system");
             self.h(2, "", "Preconditions");
-            self.line(&format!("1. The {ent} exists.\n\nTriggers:\n- The user opens the {ent}."));
+            self.line(&format!(
+                "1. The {ent} exists.\n\nTriggers:\n- The user opens the {ent}."
+            ));
             self.h(2, "", "Main Flow (Happy Path)");
             self.line(&format!("1. The user opens the {ent}\n2. The System runs {c1}\n3. The System **emits** event {ev}\n4. The System shows confirmation"));
             self.h(2, "", "Extensions / Alternative Flows");
-            self.line(&format!("### 2a. Invalid data\n\n1. The System runs {c2} to roll back"));
+            self.line(&format!(
+                "### 2a. Invalid data\n\n1. The System runs {c2} to roll back"
+            ));
             if ord % 50 == 49 {
                 self.line(&format!("2. Still to be specified: [[Obsolete{ent}{ord}]]"));
                 self.orphans += 1;
@@ -1219,7 +1443,9 @@ impl<'a> Renderer<'a> {
             self.h(2, "", "Postconditions");
             self.line("### On Success\n\n- The change is persisted.\n\n### On Failure\n\n- Nothing changes.");
             self.h(2, "", "Business Rules");
-            let b1a = self.link_alias(K::Rule, ord, "main rule", true).unwrap_or_default();
+            let b1a = self
+                .link_alias(K::Rule, ord, "main rule", true)
+                .unwrap_or_default();
             self.line(&format!("| Rule | Description |\n|---|---|\n| {b1a} | Main constraint |\n| {b2} | Secondary constraint |\n| {xp} | Cross-cutting |"));
         }
         // A link inside inline code and a fence: must not count.
@@ -1232,7 +1458,9 @@ impl<'a> Renderer<'a> {
         self.title(&stem);
         let uc = self.link(K::UseCase, self.s.ord).unwrap_or_default();
         let comp = self.link(K::Component, self.s.ord).unwrap_or_default();
-        let comp_t = self.link_alias(K::Component, self.s.ord + 1, "tarjeta", true).unwrap_or_default();
+        let comp_t = self
+            .link_alias(K::Component, self.s.ord + 1, "tarjeta", true)
+            .unwrap_or_default();
         let cmd = self.link(K::Command, self.s.ord).unwrap_or_default();
         let e = self.link(K::Entity, self.s.about).unwrap_or_default();
         self.h(2, "Descripción", "Purpose");
@@ -1243,7 +1471,9 @@ impl<'a> Renderer<'a> {
         self.h(2, "Layout", "Layout");
         self.line("```\n┌──────────────┬──────────┐\n│ lista        │ detalle  │\n└──────────────┴──────────┘\n```");
         self.h(2, "Componentes Utilizados", "Components");
-        self.line(&format!("| Zona | Componente |\n|---|---|\n| Main | {comp} |\n| Side | {comp_t} |"));
+        self.line(&format!(
+            "| Zona | Componente |\n|---|---|\n| Main | {comp} |\n| Side | {comp_t} |"
+        ));
         self.h(2, "Estados", "View States");
         self.line("- **Loading**: skeleton\n- **Empty**: call to action\n- **Error**: retry");
         self.h(2, "Comportamiento", "Behavior");
@@ -1257,12 +1487,16 @@ impl<'a> Renderer<'a> {
         let e = self.link(K::Entity, self.s.about).unwrap_or_default();
         let uc = self.link(K::UseCase, self.s.ord).unwrap_or_default();
         self.h(2, "Descripción", "Purpose");
-        self.line(&format!("Compact card that shows a {e} and its main action, used by {uc}."));
+        self.line(&format!(
+            "Compact card that shows a {e} and its main action, used by {uc}."
+        ));
         self.out.push('\n');
         let n = 1 + self.rng.below(2);
         self.prose(n);
         self.h(2, "Estructura", "Structure");
-        self.line("```\n┌──────────────┐\n│ título       │\n│ [acción]     │\n└──────────────┘\n```");
+        self.line(
+            "```\n┌──────────────┐\n│ título       │\n│ [acción]     │\n└──────────────┘\n```",
+        );
         self.h(2, "Estados", "Variants");
         self.line("- Compact\n- Expanded");
     }
@@ -1279,7 +1513,9 @@ impl<'a> Renderer<'a> {
         self.h(2, "Diagrama de Flujo", "Diagram");
         self.line("```mermaid\nflowchart TD\n  A --> B --> C\n```");
         self.h(2, "Pasos del Flujo", "Steps");
-        self.line(&format!("### 1. Open\n\n- **View**: {v}\n\n### 2. Confirm\n\n- **System responds**: runs {c}"));
+        self.line(&format!(
+            "### 1. Open\n\n- **View**: {v}\n\n### 2. Confirm\n\n- **System responds**: runs {c}"
+        ));
     }
 
     fn requirement(&mut self) {
@@ -1290,7 +1526,11 @@ impl<'a> Renderer<'a> {
         let cmd = self.link(K::Command, ord).unwrap_or_default();
         let v = self.link(K::View, ord).unwrap_or_default();
         let ent = self.entity();
-        let src = self.plan.get(self.s.domain, K::UseCase, ord).and_then(|s| s.id.clone()).unwrap_or_default();
+        let src = self
+            .plan
+            .get(self.s.domain, K::UseCase, ord)
+            .and_then(|s| s.id.clone())
+            .unwrap_or_default();
         self.front(&[("source", src)]);
         if self.es() {
             self.title(&format!("{id} — Criterios para {ent}"));
@@ -1318,7 +1558,10 @@ impl<'a> Renderer<'a> {
         let id = self.s.id.clone().unwrap_or_default();
         let stem = self.s.stem.clone();
         self.front(&[]);
-        self.title(&format!("{id}: {}", stem.split('-').next_back().unwrap_or(&stem)));
+        self.title(&format!(
+            "{id}: {}",
+            stem.split('-').next_back().unwrap_or(&stem)
+        ));
         let uc = self.link(K::UseCase, self.s.ord).unwrap_or_default();
         let other = match self.s.kind {
             K::Release => self.link(K::ValueUnit, self.s.ord),
@@ -1327,7 +1570,10 @@ impl<'a> Renderer<'a> {
         }
         .unwrap_or_default();
         let (h1, h2) = match self.s.kind {
-            K::Objective => (("Objetivo", "Description"), ("Criterios de éxito", "Key Results")),
+            K::Objective => (
+                ("Objetivo", "Description"),
+                ("Criterios de éxito", "Key Results"),
+            ),
             K::Nfr => (("Objetivo", "Goal"), ("Métricas", "Metrics")),
             _ => (("Objetivo", "Objective"), ("Alcance", "Scope")),
         };
@@ -1342,14 +1588,23 @@ impl<'a> Renderer<'a> {
         let id = self.s.id.clone().unwrap_or_default();
         let ent = self.entity();
         self.front(&[("supersedes", "[]".into())]);
-        self.title(&format!("{id}: {}", if self.es() { format!("Persistencia de {ent}") } else { format!("Storage for {ent}") }));
+        self.title(&format!(
+            "{id}: {}",
+            if self.es() {
+                format!("Persistencia de {ent}")
+            } else {
+                format!("Storage for {ent}")
+            }
+        ));
         let e = self.link(K::Entity, self.s.about).unwrap_or_default();
         let c = self.link(K::Command, self.s.ord).unwrap_or_default();
         self.h(2, "Contexto", "Context");
         let n = 2 + self.rng.below(2);
         self.prose(n);
         self.h(2, "Decisión", "Decision");
-        self.line(&format!("{e} is stored in PostgreSQL; {c} writes through an outbox."));
+        self.line(&format!(
+            "{e} is stored in PostgreSQL; {c} writes through an outbox."
+        ));
         self.h(2, "Consecuencias", "Consequences");
         self.line("- Strong consistency.\n- One more component to operate.");
     }
@@ -1369,7 +1624,11 @@ impl<'a> Renderer<'a> {
             }
         }
         self.line(&items.join("\n"));
-        self.h(2, "Requisitos funcionales enlazados", "Functional Requirements");
+        self.h(
+            2,
+            "Requisitos funcionales enlazados",
+            "Functional Requirements",
+        );
         let r = self.link(K::Req, 0).unwrap_or_default();
         self.line(&format!("- {r}"));
     }
@@ -1390,7 +1649,11 @@ impl<'a> Renderer<'a> {
         self.title(if self.es() { "Glosario" } else { "Glossary" });
         self.line("\n| Term | Definition |\n|---|---|");
         for i in 0..8 {
-            let dom = if self.plan.multi { i % self.plan.domains.len() } else { self.s.domain };
+            let dom = if self.plan.multi {
+                i % self.plan.domains.len()
+            } else {
+                self.s.domain
+            };
             if let Some(t) = self.plan.get(dom, K::Entity, i) {
                 let l = self.link_to(t);
                 let _ = writeln!(self.out, "| {} | See [[{l}]] |", t.stem);
@@ -1401,7 +1664,8 @@ impl<'a> Renderer<'a> {
     fn feature(&mut self) {
         let ord = self.s.ord;
         let tag = |p: &Plan, k: K, o: usize, d: usize| -> Option<String> {
-            p.get(d, k, o).map(|s| format!("@{}", s.id.clone().unwrap_or_else(|| s.stem.clone())))
+            p.get(d, k, o)
+                .map(|s| format!("@{}", s.id.clone().unwrap_or_else(|| s.stem.clone())))
         };
         let d = self.s.domain;
         let tags: Vec<String> = [
