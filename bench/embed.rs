@@ -201,48 +201,6 @@ fn copy_tree(src: &std::path::Path, dst: &std::path::Path) {
     }
 }
 
-/// N synthetic specs (entities, rules, use cases) with Spanish-like prose, deterministic.
-fn write_synth(specs: &std::path::Path, n: usize) {
-    let paras = paragraphs(97);
-    for i in 0..n {
-        let (dir, kind, id, secs): (&str, &str, String, &[&str]) = match i % 3 {
-            0 => (
-                "01-domain/entities",
-                "entity",
-                format!("Entidad{i:04}"),
-                &["Descripción"],
-            ),
-            1 => (
-                "01-domain/rules",
-                "business-rule",
-                format!("BR-SYN-{i:04}"),
-                &["Declaración", "Cuándo aplica"],
-            ),
-            _ => (
-                "02-behavior/use-cases",
-                "use-case",
-                format!("UC-{i:04}"),
-                &["Descripción", "Flujo Principal"],
-            ),
-        };
-        let mut body = format!("---\nid: {id}\nkind: {kind}\n---\n# {id}\n\n");
-        for (j, s) in secs.iter().enumerate() {
-            body.push_str(&format!("## {s}\n\n"));
-            for k in 0..2 {
-                body.push_str(&format!(
-                    "{} [[Entidad{:04}]] número {i}.\n\n",
-                    paras[(i * 5 + j * 3 + k) % paras.len()],
-                    (i / 3) * 3
-                ));
-            }
-        }
-        body.push_str("## Notas\n\nTexto no embebible.\n");
-        let p = specs.join(dir).join(format!("{id}.md"));
-        std::fs::create_dir_all(p.parent().unwrap()).expect("mkdir");
-        std::fs::write(p, body).expect("write");
-    }
-}
-
 fn index_bench(label: &str, fill: &dyn Fn(&std::path::Path)) {
     use kdd::embed::extras::L2Extras;
     let Some(model) = load() else { return };
@@ -359,8 +317,14 @@ fn walk_sizes(dir: &std::path::Path) -> u64 {
 fn corpus(arg: Option<&String>) {
     let dir = match arg {
         Some(d) => std::path::PathBuf::from(d),
-        None => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/corpus/kdd-engine/specs"),
+        None => {
+            let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+            [root.join("../shared"), root.join("../../shared")]
+                .into_iter()
+                .map(|s| s.join("corpus/kdd-engine/specs"))
+                .find(|p| p.is_dir())
+                .unwrap_or_else(|| root.join("../shared/corpus/kdd-engine/specs"))
+        }
     };
     if !dir.is_dir() {
         say(&format!("SKIP corpus: {} not found", dir.display()));
@@ -371,5 +335,8 @@ fn corpus(arg: Option<&String>) {
 
 fn synth(arg: Option<&String>) {
     let n = arg.and_then(|a| a.parse().ok()).unwrap_or(1000);
-    index_bench(&format!("synth{n}"), &|specs| write_synth(specs, n));
+    // the shared generator (bench/synth.rs) writes `<dir>/specs/`
+    index_bench(&format!("synth{n}"), &|specs| {
+        super::synth::generate(specs.parent().expect("repo"), n, 42).expect("synth");
+    });
 }
