@@ -528,21 +528,44 @@ async fn context_hints(
     finish(&st, rid, r)
 }
 
+/// A GET route: decode + validate the query string into a request, run `query` on the cache
+/// under the deadline, answer its JSON (or the error).
+async fn get_route<P, Req, T>(
+    st: AppState,
+    rid: String,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    validate: fn(&P) -> Result<Req, ApiError>,
+    query: fn(&crate::cache::Cache, &Req) -> Result<T, crate::query::Error>,
+) -> Response
+where
+    P: serde::de::DeserializeOwned,
+    Req: Send + 'static,
+    T: Serialize + Send + 'static,
+{
+    let req = match params_value(q)
+        .and_then(api::decode_value::<P>)
+        .and_then(|p| validate(&p))
+    {
+        Ok(r) => r,
+        Err(e) => return Fail(e, rid).into_response(),
+    };
+    let r = run(&st, &rid, move |c| Ok(query(c, &req)?)).await;
+    finish(&st, rid, r)
+}
+
 async fn graph(
     State(st): State<AppState>,
     rid: Option<axum::Extension<Rid>>,
     q: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Response {
-    let rid = rid!(rid);
-    let req = match params_value(q)
-        .and_then(api::decode_value::<api::GraphParams>)
-        .and_then(|p| p.validate())
-    {
-        Ok(r) => r,
-        Err(e) => return Fail(e, rid).into_response(),
-    };
-    let r = run(&st, &rid, move |c| Ok(crate::query::graph(c, &req)?)).await;
-    finish(&st, rid, r)
+    get_route(
+        st,
+        rid!(rid),
+        q,
+        api::GraphParams::validate,
+        crate::query::graph,
+    )
+    .await
 }
 
 async fn impact(
@@ -550,16 +573,14 @@ async fn impact(
     rid: Option<axum::Extension<Rid>>,
     q: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Response {
-    let rid = rid!(rid);
-    let req = match params_value(q)
-        .and_then(api::decode_value::<api::ImpactParams>)
-        .and_then(|p| p.validate())
-    {
-        Ok(r) => r,
-        Err(e) => return Fail(e, rid).into_response(),
-    };
-    let r = run(&st, &rid, move |c| Ok(crate::query::impact(c, &req)?)).await;
-    finish(&st, rid, r)
+    get_route(
+        st,
+        rid!(rid),
+        q,
+        api::ImpactParams::validate,
+        crate::query::impact,
+    )
+    .await
 }
 
 async fn coverage(
@@ -567,16 +588,14 @@ async fn coverage(
     rid: Option<axum::Extension<Rid>>,
     q: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Response {
-    let rid = rid!(rid);
-    let req = match params_value(q)
-        .and_then(api::decode_value::<api::CoverageParams>)
-        .and_then(|p| p.validate())
-    {
-        Ok(r) => r,
-        Err(e) => return Fail(e, rid).into_response(),
-    };
-    let r = run(&st, &rid, move |c| Ok(crate::query::coverage(c, &req)?)).await;
-    finish(&st, rid, r)
+    get_route(
+        st,
+        rid!(rid),
+        q,
+        api::CoverageParams::validate,
+        crate::query::coverage,
+    )
+    .await
 }
 
 async fn violations(
@@ -584,16 +603,14 @@ async fn violations(
     rid: Option<axum::Extension<Rid>>,
     q: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Response {
-    let rid = rid!(rid);
-    let req = match params_value(q)
-        .and_then(api::decode_value::<api::ViolationsParams>)
-        .and_then(|p| p.validate())
-    {
-        Ok(r) => r,
-        Err(e) => return Fail(e, rid).into_response(),
-    };
-    let r = run(&st, &rid, move |c| Ok(crate::query::violations(c, &req)?)).await;
-    finish(&st, rid, r)
+    get_route(
+        st,
+        rid!(rid),
+        q,
+        api::ViolationsParams::validate,
+        crate::query::violations,
+    )
+    .await
 }
 
 /// Bind and serve until Ctrl-C / SIGTERM. Loads the index before accepting connections so the
