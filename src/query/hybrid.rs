@@ -6,12 +6,21 @@
 //! 2. Semantic (L2): cosine of the query embedding against every chunk vector; a node scores its
 //!    best chunk.
 //! 3. Fusion: each signal is normalised by its best score in this answer, then combined with
-//!    fixed weights (semantic ≥ lexical when both exist). At L1 lexical carries the ranking alone,
-//!    so L1 is fully useful.
-//! 4. Graph: the top hits are expanded through typed, weighted edges (rules applied, commands
-//!    executed, events emitted…; generic wiki-links weigh little and hubs are damped). Expansion
-//!    adds context below the direct hits and gives a small bonus to direct hits that are also
-//!    reached from a better hit; it never reorders the top blindly.
+//!    fixed weights (lexical above semantic: measured, field-aware BM25 is the stronger signal
+//!    for the small multilingual model). A node that has no vectors at all (events, by
+//!    BR-EMBEDDING-001) is not "dissimilar": its lexical score stands in for the missing
+//!    semantic one. At L1 lexical carries the ranking alone, so L1 is fully useful.
+//! 4. Neighbourhood support: every candidate lends a share of its score (times the typed edge
+//!    weight) to the specs it is linked with; each spec adds its best lent share. Specs that
+//!    answer a question together (a use case, the rule it applies, the command it runs, the
+//!    event that command emits) rise together; an isolated word match does not. Specs that
+//!    only receive support are listed as graph hits with the edge that reached them.
+//! 5. Graph expansion: the top hits are expanded through typed, weighted edges (rules applied,
+//!    commands executed, events emitted…; generic wiki-links weigh little and hubs are damped).
+//!    Expansion adds context below the direct hits and gives a small bonus to direct hits that
+//!    are also reached from a better hit; it never reorders the top blindly.
+//!
+//! `--no-expand` turns off steps 4 and 5.
 
 use super::types::*;
 use super::util::{brief, clip, snippet, summary, tokens};
@@ -34,6 +43,8 @@ const W_LEX: f32 = 1.0;
 /// small multilingual model's chunk similarity is a weaker signal than field-aware BM25 on its
 /// own but adds the paraphrase/cross-lingual matches BM25 misses.
 const W_SEM: f32 = 0.6;
+/// Share of a linked candidate's score a node adds to its own (neighbourhood smoothing).
+const SMOOTH: f32 = 0.4;
 /// How many top hits seed the graph expansion.
 const SEEDS: usize = 3;
 /// Share of its seed's score an expanded node inherits (times the edge weight).
@@ -215,19 +226,87 @@ fn ranked(
     let have_sem = !sem.is_empty();
     let have_lex = !lex.is_empty();
     let wsum = if have_sem { W_SEM } else { 0.0 } + if have_lex { W_LEX } else { 0.0 };
-    let mut out: Vec<(String, f32, Signals)> = sig
-        .into_iter()
-        .map(|(id, s)| {
-            let l = s.lex.map(|x| x.0).unwrap_or(0.0);
-            let m = s.sem.map(|x| x.0).unwrap_or(0.0);
-            let fused = if wsum > 0.0 {
-                (W_LEX * l + W_SEM * m) / wsum
-            } else {
-                0.0
-            };
-            (id, fused, s)
-        })
-        .collect();
+    let mut out: Vec<(String, f32, Signals)> = Vec::with_capacity(sig.len());
+    for (id, s) in sig {
+        let l = s.lex.map(|x| x.0).unwrap_or(0.0);
+        let m = match s.sem {
+            Some(x) => x.0,
+            // A node without vectors (events carry none by BR-EMBEDDING-001, some specs have
+            // no embeddable prose) lacks the semantic signal: missing is not "dissimilar", so
+            // its lexical evidence stands in instead of a zero that would sink it.
+            None if have_sem && s.lex.is_some() && !has_vectors(snap, &id)? => l,
+            None => 0.0,
+        };
+        let fused = if wsum > 0.0 {
+            (W_LEX * l + W_SEM * m) / wsum
+        } else {
+            0.0
+        };
+        out.push((id, fused, s));
+    }
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(out)
+}
+
+/// True when the node has at least one embedded chunk.
+fn has_vectors(snap: &Snapshot<'_>, id: &str) -> Result<bool, Error> {
+    Ok(snap.node(id)?.is_some_and(|r| !r.items.is_empty()))
+}
+
+/// Where a node's neighbourhood support came from: (neighbour, edge type, outgoing from it).
+type Support = (String, String, bool);
+
+/// A ranked candidate: id, score, its direct signals (none when only the graph reached it) and
+/// the neighbour that supported it.
+type Candidate = (String, f32, Option<Signals>, Option<Support>);
+
+/// Neighbourhood smoothing: every candidate lends a share of its score to the nodes it is linked
+/// with (both directions, typed edge weights), and each node adds its best lent share. Specs that
+/// answer a question together (a use case, the rule it applies, the command it runs, the event
+/// that command emits) support each other; an isolated hit that merely shares words does not.
+/// Nodes that only receive support join the candidates (reached through the graph).
+fn smooth(
+    snap: &Snapshot<'_>,
+    direct: Vec<(String, f32, Signals)>,
+    respect_layers: bool,
+) -> Result<Vec<Candidate>, Error> {
+    let mut lent: HashMap<String, (f32, Support)> = HashMap::new();
+    for (id, score, _) in &direct {
+        if *score <= 0.0 {
+            continue;
+        }
+        let out = snap
+            .out_edges(id)?
+            .into_iter()
+            .map(|e| (e.to.clone(), e, true));
+        let inc = snap
+            .in_edges(id)?
+            .into_iter()
+            .map(|e| (e.from.clone(), e, false));
+        for (nb, e, outgoing) in out.chain(inc) {
+            if nb == *id || (respect_layers && e.violation) {
+                continue;
+            }
+            let share = edge_weight(&e.edge_type) * score;
+            let slot = lent
+                .entry(nb)
+                .or_insert((0.0, (String::new(), String::new(), true)));
+            if share > slot.0 {
+                *slot = (share, (id.clone(), e.edge_type.clone(), outgoing));
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(direct.len() + lent.len());
+    for (id, score, sig) in direct {
+        let support = lent.remove(&id);
+        let bonus = support.as_ref().map_or(0.0, |s| SMOOTH * s.0);
+        out.push((id, score + bonus, Some(sig), support.map(|s| s.1)));
+    }
+    for (id, (share, support)) in lent {
+        if snap.lite(&id)?.is_some() {
+            out.push((id, SMOOTH * share, None, Some(support)));
+        }
+    }
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     Ok(out)
 }
@@ -295,14 +374,51 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
         }
     }
 
+    // Neighbourhood smoothing over typed edges (part of graph expansion: off with --no-expand).
+    let cands: Vec<Candidate> = if req.expand {
+        smooth(&snap, direct, req.respect_layers)?
+    } else {
+        direct
+            .into_iter()
+            .map(|(id, s, sg)| (id, s, Some(sg), None))
+            .collect()
+    };
+    let mut graph_hit: HashSet<String> = HashSet::new();
+    let mut followed: Vec<EdgeRef> = Vec::new();
+    let mut support_path: HashMap<String, String> = HashMap::new();
+    for (id, _, sg, support) in &cands {
+        if let Some((nb, ty, outgoing)) = support {
+            let er = if *outgoing {
+                EdgeRef {
+                    from_node: nb.clone(),
+                    to_node: id.clone(),
+                    edge_type: ty.clone(),
+                }
+            } else {
+                EdgeRef {
+                    from_node: id.clone(),
+                    to_node: nb.clone(),
+                    edge_type: ty.clone(),
+                }
+            };
+            if !followed.contains(&er) {
+                followed.push(er);
+            }
+            if sg.is_some() {
+                graph_hit.insert(id.clone());
+            } else {
+                support_path.insert(id.clone(), format!("{nb} -> {ty} -> {id}"));
+            }
+        }
+    }
+    let is_cand: HashSet<&str> = cands.iter().map(|c| c.0.as_str()).collect();
+
     // Graph expansion from the top hits.
     let mut scores: HashMap<String, f32> =
-        direct.iter().map(|(id, s, _)| (id.clone(), *s)).collect();
-    let mut graph_hit: HashSet<String> = HashSet::new();
+        cands.iter().map(|(id, s, _, _)| (id.clone(), *s)).collect();
     let mut expanded: BTreeMap<String, (f32, String)> = BTreeMap::new();
-    let mut followed: Vec<EdgeRef> = Vec::new();
     if req.expand {
-        for (seed, seed_score, _) in direct.iter().take(SEEDS) {
+        for (seed, seed_score, _, _) in cands.iter().take(SEEDS) {
             let mut seen: HashSet<String> = HashSet::from([seed.clone()]);
             let mut q: VecDeque<(String, u8, f32, String)> =
                 VecDeque::from([(seed.clone(), 0u8, *seed_score, seed.clone())]);
@@ -340,7 +456,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
                         edge_type: ty.clone(),
                     };
                     if let Some(own) = scores.get(&nb).copied() {
-                        if own < *seed_score && direct.iter().any(|(id, _, _)| *id == nb) {
+                        if own < *seed_score && is_cand.contains(nb.as_str()) {
                             let bonus = GRAPH_BONUS * w * seed_score;
                             scores.insert(nb.clone(), own + bonus);
                             graph_hit.insert(nb.clone());
@@ -363,17 +479,20 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
         }
     }
 
-    // Assemble: direct hits and expanded nodes, best first.
-    let mut all: Vec<(String, f32, Option<String>)> = direct
+    // Assemble: direct hits, supported neighbours and expanded nodes, best first.
+    let mut all: Vec<(String, f32, Option<String>)> = cands
         .iter()
-        .map(|(id, _, _)| (id.clone(), scores[id], None))
+        .map(|(id, _, _, _)| (id.clone(), scores[id], support_path.get(id).cloned()))
         .collect();
     for (id, (s, path)) in expanded {
         all.push((id, s, Some(path)));
     }
     all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     let top = all.first().map(|x| x.1).unwrap_or(1.0).max(1.0);
-    let sigs: HashMap<&str, &Signals> = direct.iter().map(|(id, _, s)| (id.as_str(), s)).collect();
+    let sigs: HashMap<&str, &Signals> = cands
+        .iter()
+        .filter_map(|(id, _, s, _)| s.as_ref().map(|s| (id.as_str(), s)))
+        .collect();
     let mut results = Vec::new();
     let mut total_tokens = 0usize;
     let mut truncated = false;

@@ -363,3 +363,60 @@ fn concurrent_readers_during_rebuild() {
     let direct = ids(&v, "directly_affected", "id");
     assert!(direct.contains(&"BR:BR-TEST-002".to_string()), "{direct:?}");
 }
+
+/// Neighbourhood support (fixtures/cluster/README.md): linked hits support each other, an
+/// isolated word match does not, and a spec with no words in common is reached through the
+/// graph with its path.
+#[test]
+fn linked_specs_support_each_other_and_graph_only_hits_explain_their_path() {
+    let dir = git_repo();
+    copy_dir(&fixture("cluster/specs"), &dir.path().join("specs"));
+    let o = kdd(dir.path(), &["index"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let score = |v: &Value, id: &str| -> f64 {
+        v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["node_id"] == id)
+            .map(|r| r["score"].as_f64().unwrap())
+            .unwrap_or_else(|| panic!("{id} missing from {v}"))
+    };
+    let flat = json(dir.path(), &["query", "garantía", "--no-expand"]);
+    let linked = json(dir.path(), &["query", "garantía"]);
+    let ratio = |v: &Value| score(v, "CMD:CMD-001") / score(v, "Entity:Nota");
+    assert!(
+        ratio(&linked) > ratio(&flat) * 1.2,
+        "support from linked specs should widen the gap: {linked}"
+    );
+    assert_eq!(linked["results"][0]["node_id"], "BR:BR-GARANTIA-001");
+
+    let v = json(dir.path(), &["query", "reclamar cobertura de reparación"]);
+    let ev = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["node_id"] == "EVT:EVT-Expediente-Abierto")
+        .unwrap_or_else(|| panic!("event missing: {v}"));
+    assert_eq!(ev["match_source"], "graph");
+    let via = ev["reached_via"].as_str().unwrap();
+    assert!(via.contains("CMD:CMD-001 -> EMITS ->"), "{via}");
+    assert!(
+        v["graph_expansion"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["from_node"] == "CMD:CMD-001"
+                && e["to_node"] == "EVT:EVT-Expediente-Abierto"
+                && e["edge_type"] == "EMITS"),
+        "{v}"
+    );
+    let none = json(
+        dir.path(),
+        &["query", "reclamar cobertura de reparación", "--no-expand"],
+    );
+    assert!(
+        !ids(&none, "results", "node_id").contains(&"EVT:EVT-Expediente-Abierto".to_string()),
+        "{none}"
+    );
+}
