@@ -339,6 +339,41 @@ fn make_snippet(snap: &Snapshot<'_>, rec: &NodeRecord, s: &Signals, words: &[Str
     snippet(summary(rec), words, 240)
 }
 
+/// Fit the answer into `max_tokens`: the ranking matters most, so every hit first gets its
+/// compact form (id, title, snippet) and hits are dropped from the bottom only when even those
+/// do not fit (the first hit always stays); then indexed fields are restored in rank order while
+/// they fit. Returns (tokens used, whether anything was cut).
+fn fit_budget(results: &mut Vec<Hit>, max_tokens: usize) -> (usize, bool) {
+    let mut fields: Vec<_> = results
+        .iter_mut()
+        .map(|h| std::mem::take(&mut h.indexed_fields))
+        .collect();
+    let mut total = 0usize;
+    let mut keep = 0usize;
+    for h in results.iter() {
+        let t = hit_tokens(h);
+        if keep > 0 && total + t > max_tokens {
+            break;
+        }
+        total += t;
+        keep += 1;
+    }
+    let mut truncated = keep < results.len();
+    results.truncate(keep);
+    for (h, f) in results.iter_mut().zip(fields.iter_mut()) {
+        let base = hit_tokens(h);
+        h.indexed_fields = std::mem::take(f);
+        let full = hit_tokens(h);
+        if total + full - base <= max_tokens {
+            total += full - base;
+        } else {
+            h.indexed_fields = Default::default();
+            truncated = true;
+        }
+    }
+    (total, truncated)
+}
+
 /// QRY-003: hybrid search (semantic + lexical + graph).
 pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Error> {
     validate(&req.query, req.limit, req.min_score)?;
@@ -494,8 +529,6 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
         .filter_map(|(id, _, s, _)| s.as_ref().map(|s| (id.as_str(), s)))
         .collect();
     let mut results = Vec::new();
-    let mut total_tokens = 0usize;
-    let mut truncated = false;
     for (id, s, via) in all {
         if results.len() >= req.limit {
             break;
@@ -508,7 +541,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
         if !passes(&rec, &filter) {
             continue;
         }
-        let hit = match sigs.get(id.as_str()) {
+        results.push(match sigs.get(id.as_str()) {
             Some(sg) => hit_of(
                 &rec,
                 score,
@@ -523,21 +556,9 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
                 snippet(summary(&rec), &words, 240),
                 via,
             ),
-        };
-        let mut hit = hit;
-        let mut t = hit_tokens(&hit);
-        if total_tokens + t > req.max_tokens && !results.is_empty() {
-            // Over budget: keep the hit without its indexed fields when that fits.
-            truncated = true;
-            hit.indexed_fields = Default::default();
-            t = hit_tokens(&hit);
-            if total_tokens + t > req.max_tokens {
-                break;
-            }
-        }
-        total_tokens += t;
-        results.push(hit);
+        });
     }
+    let (total_tokens, truncated) = fit_budget(&mut results, req.max_tokens);
     if truncated {
         warnings.push(Warning::new(
             "TOKEN_LIMIT_EXCEEDED",

@@ -420,3 +420,45 @@ fn linked_specs_support_each_other_and_graph_only_hits_explain_their_path() {
         "{none}"
     );
 }
+
+/// A tight token budget drops verbose indexed fields from the bottom before it drops ranked
+/// hits; the first hit always stays; the warning says the answer was cut.
+#[test]
+fn token_budget_keeps_the_ranking_and_sheds_fields_first() {
+    let dir = demo_repo();
+    let full = json(dir.path(), &["query", "pedido", "--limit", "8"]);
+    assert_eq!(full["results"].as_array().unwrap().len(), 8, "{full}");
+    let need: u64 = full["total_tokens"].as_u64().unwrap();
+    let tight = json(
+        dir.path(),
+        &[
+            "query",
+            "pedido",
+            "--limit",
+            "8",
+            "--max-tokens",
+            &(need / 2).to_string(),
+        ],
+    );
+    let hits = tight["results"].as_array().unwrap();
+    assert_eq!(
+        ids(&tight, "results", "node_id"),
+        ids(&full, "results", "node_id"),
+        "the same ranking, only lighter"
+    );
+    assert!(
+        tight["total_tokens"].as_u64().unwrap() <= need / 2,
+        "{tight}"
+    );
+    assert!(hits.iter().any(|h| h["indexed_fields"]
+        .as_object()
+        .is_some_and(|f| f.is_empty())));
+    assert!(
+        ids(&tight, "warnings", "code").contains(&"TOKEN_LIMIT_EXCEEDED".to_string()),
+        "{tight}"
+    );
+    // A budget below one hit still answers with the best hit.
+    let one = json(dir.path(), &["query", "pedido", "--max-tokens", "1"]);
+    assert_eq!(one["results"].as_array().unwrap().len(), 1, "{one}");
+    assert_eq!(one["results"][0]["node_id"], full["results"][0]["node_id"]);
+}
