@@ -28,7 +28,8 @@ pub struct Args {
     /// Graph expansion depth (1–5).
     #[arg(long, default_value_t = 2)]
     pub depth: u8,
-    /// Do not expand the top hits through the graph.
+    /// Rank on lexical + semantic evidence only: no support from linked specs and no graph
+    /// expansion of the top hits.
     #[arg(long)]
     pub no_expand: bool,
     /// Skip edges that violate BR-LAYER-001 during expansion (default).
@@ -37,7 +38,8 @@ pub struct Args {
     /// Follow edges that violate BR-LAYER-001 too.
     #[arg(long)]
     pub no_respect_layers: bool,
-    /// Token budget of the answer.
+    /// Token budget of the answer: indexed fields are shed from the bottom hits first, then
+    /// hits (the best one always stays).
     #[arg(long, default_value_t = 8000)]
     pub max_tokens: usize,
 }
