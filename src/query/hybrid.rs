@@ -45,6 +45,8 @@ const W_LEX: f32 = 1.0;
 const W_SEM: f32 = 0.6;
 /// Share of a linked candidate's score a node adds to its own (neighbourhood smoothing).
 const SMOOTH: f32 = 0.4;
+/// At least this many top candidates lend support to their neighbours.
+const LENDERS: usize = 20;
 /// How many top hits seed the graph expansion.
 const SEEDS: usize = 3;
 /// Share of its seed's score an expanded node inherits (times the edge weight).
@@ -269,9 +271,11 @@ fn smooth(
     snap: &Snapshot<'_>,
     direct: Vec<(String, f32, Signals)>,
     respect_layers: bool,
+    lenders: usize,
 ) -> Result<Vec<Candidate>, Error> {
     let mut lent: HashMap<String, (f32, Support)> = HashMap::new();
-    for (id, score, _) in &direct {
+    // `direct` is best first: only the leading candidates lend (a low one's share is negligible).
+    for (id, score, _) in direct.iter().take(lenders) {
         if *score <= 0.0 {
             continue;
         }
@@ -302,10 +306,9 @@ fn smooth(
         let bonus = support.as_ref().map_or(0.0, |s| SMOOTH * s.0);
         out.push((id, score + bonus, Some(sig), support.map(|s| s.1)));
     }
+    // Edge ends are resolved nodes; a vanished one is skipped when results are assembled.
     for (id, (share, support)) in lent {
-        if snap.lite(&id)?.is_some() {
-            out.push((id, SMOOTH * share, None, Some(support)));
-        }
+        out.push((id, SMOOTH * share, None, Some(support)));
     }
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     Ok(out)
@@ -411,7 +414,12 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
 
     // Neighbourhood smoothing over typed edges (part of graph expansion: off with --no-expand).
     let cands: Vec<Candidate> = if req.expand {
-        smooth(&snap, direct, req.respect_layers)?
+        smooth(
+            &snap,
+            direct,
+            req.respect_layers,
+            (req.limit * 2).max(LENDERS),
+        )?
     } else {
         direct
             .into_iter()
@@ -419,7 +427,9 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
             .collect()
     };
     let mut graph_hit: HashSet<String> = HashSet::new();
+    // Edges followed, in order, without repeats.
     let mut followed: Vec<EdgeRef> = Vec::new();
+    let mut followed_set: HashSet<EdgeRef> = HashSet::new();
     let mut support_path: HashMap<String, String> = HashMap::new();
     for (id, _, sg, support) in &cands {
         if let Some((nb, ty, outgoing)) = support {
@@ -436,7 +446,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
                     edge_type: ty.clone(),
                 }
             };
-            if !followed.contains(&er) {
+            if followed_set.insert(er.clone()) {
                 followed.push(er);
             }
             if sg.is_some() {
@@ -495,7 +505,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
                             let bonus = GRAPH_BONUS * w * seed_score;
                             scores.insert(nb.clone(), own + bonus);
                             graph_hit.insert(nb.clone());
-                            if !followed.contains(&er) {
+                            if followed_set.insert(er.clone()) {
                                 followed.push(er);
                             }
                         }
@@ -504,7 +514,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
                         if ns > e.0 {
                             *e = (ns, npath.clone());
                         }
-                        if !followed.contains(&er) {
+                        if followed_set.insert(er.clone()) {
                             followed.push(er);
                         }
                     }
