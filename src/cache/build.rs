@@ -7,7 +7,7 @@
 
 use super::resolve::KeyRank;
 use super::store::{lm, ChunkRef, Edge, FileStamp, NodeRecord, SectionText, Store};
-use super::text::TextIndex;
+use super::text::{LangTally, TextIndex};
 use super::Error;
 use crate::artifact::{read_links, read_node};
 use crate::query::types::Orphan;
@@ -318,6 +318,11 @@ fn load_record(
         }
         Err(_) => (IndexedFields::new(), Vec::new(), true, None),
     };
+    let mut lang = LangTally::default();
+    for sec in &sections {
+        lang.add(LangTally::of(&sec.heading));
+        lang.add(LangTally::of(&sec.text));
+    }
     let vectors = load_vectors(
         &index_dir.join("embeddings").join(format!("{stem}.bin")),
         &node.id,
@@ -332,6 +337,7 @@ fn load_record(
             stale,
             stem: stem.to_string(),
             items: Vec::new(),
+            lang,
         },
         vectors,
     ))
@@ -566,8 +572,10 @@ pub fn update(
     }
     // Global resolution over all (node, links).
     let mut srcs: Vec<(Node, Vec<crate::spec::LinkRecord>)> = Vec::new();
+    let mut lang = LangTally::default();
     for kv in store.nodes.iter(&wtxn).map_err(lm)? {
         let (_, rec) = kv.map_err(lm)?;
+        lang.add(rec.lang);
         if rec.stale {
             stats.stale_specs.push(rec.node.source_file.clone());
         }
@@ -621,6 +629,7 @@ pub fn update(
     store.put_meta(&mut wtxn, "orphans", &orphans)?;
     store.put_meta(&mut wtxn, "violations", &violations)?;
     store.put_meta(&mut wtxn, "edge_count", &edges.len())?;
+    store.put_meta(&mut wtxn, "lang", &lang)?;
     store.put_meta(&mut wtxn, "link_count", &(edges.len() + orphans.len()))?;
     stats.nodes = srcs.len();
     stats.edges = edges.len();

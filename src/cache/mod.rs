@@ -22,7 +22,7 @@ pub mod text;
 
 pub use build::BuildStats;
 pub use store::{ChunkRef, Edge, NodeLite, NodeRecord, SectionText};
-pub use text::{LexHit, TextFilter};
+pub use text::{LangTally, LexHit, TextFilter};
 
 use crate::artifact::{read_manifest, IndexLevel, Manifest, INDEX_DIR};
 use crate::config::Settings;
@@ -38,7 +38,7 @@ use store::{lm, Store};
 use text::TextIndex;
 
 /// Version of the cache layout and of what it derives. Bump to force a rebuild everywhere.
-pub const CACHE_VERSION: u32 = 2;
+pub const CACHE_VERSION: u32 = 3;
 
 /// Cache errors.
 #[derive(Debug, thiserror::Error)]
@@ -466,6 +466,7 @@ impl Snapshot<'_> {
             stale: false,
             stem: String::new(),
             items: Vec::new(),
+            lang: LangTally::default(),
         }))
     }
 
@@ -570,6 +571,15 @@ impl Snapshot<'_> {
     /// Build figures stored with the cache.
     pub fn stats(&self) -> Result<Option<BuildStats>, Error> {
         self.cache.store.get_meta(&self.txn, "stats")
+    }
+
+    /// Spanish/English function words over the whole corpus (its language, roughly).
+    pub fn corpus_lang(&self) -> Result<LangTally, Error> {
+        Ok(self
+            .cache
+            .store
+            .get_meta(&self.txn, "lang")?
+            .unwrap_or_default())
     }
 
     /// Field-weighted BM25 search, aggregated per node.

@@ -36,6 +36,9 @@ pub struct NodeRecord {
     /// Vector item ids of this node's chunks.
     #[serde(default)]
     pub items: Vec<u32>,
+    /// Spanish/English function words in the spec's text (summed into the corpus language).
+    #[serde(default)]
+    pub lang: super::text::LangTally,
 }
 
 /// A node's identity plus its degree: what graph walks need, without the text.

@@ -6,6 +6,7 @@
 
 use super::store::NodeRecord;
 use super::Error;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::Path;
 use tantivy::collector::TopDocs;
@@ -52,6 +53,69 @@ const STOP_WORDS: &[&str] = &[
     "will", "with", "would", "you", "your", "i", "me", "do", "does", "happen", "happens", "work",
     "out",
 ];
+
+/// Function words that mark Spanish text (none of them an English word).
+const ES_MARKERS: &[&str] = &[
+    "al", "cada", "como", "con", "cual", "cuando", "de", "del", "desde", "donde", "el", "ella",
+    "en", "entre", "es", "esta", "este", "esto", "hay", "la", "las", "los", "mas", "para", "pero",
+    "por", "porque", "que", "se", "ser", "si", "sin", "sobre", "son", "su", "sus", "tambien", "un",
+    "una", "unos", "y", "ya",
+];
+/// Function words that mark English text (none of them a Spanish word).
+const EN_MARKERS: &[&str] = &[
+    "and", "are", "be", "been", "by", "can", "does", "for", "from", "has", "have", "how", "if",
+    "in", "into", "is", "it", "its", "of", "on", "or", "should", "than", "that", "the", "their",
+    "them", "then", "there", "they", "this", "to", "was", "we", "what", "when", "where", "which",
+    "who", "why", "will", "with", "would", "you", "your",
+];
+
+/// Counts of Spanish and English function words in a text: a cheap, dependency-free language
+/// signal for the corpus (summed over specs) and for queries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LangTally {
+    pub es: u32,
+    pub en: u32,
+}
+
+impl LangTally {
+    /// Tally the function words of `text` (case- and accent-insensitive).
+    pub fn of(text: &str) -> LangTally {
+        let mut t = LangTally::default();
+        for w in text.split(|c: char| !c.is_alphanumeric()) {
+            if w.is_empty() || w.len() > 8 {
+                continue;
+            }
+            let w = fold(w);
+            if ES_MARKERS.binary_search(&w.as_str()).is_ok() {
+                t.es += 1;
+            } else if EN_MARKERS.binary_search(&w.as_str()).is_ok() {
+                t.en += 1;
+            }
+        }
+        t
+    }
+
+    /// Add another tally.
+    pub fn add(&mut self, o: LangTally) {
+        self.es += o.es;
+        self.en += o.en;
+    }
+}
+
+/// Lower-case and strip the Spanish accents (enough for the marker lists).
+fn fold(w: &str) -> String {
+    w.chars()
+        .flat_map(char::to_lowercase)
+        .map(|c| match c {
+            'á' => 'a',
+            'é' => 'e',
+            'í' => 'i',
+            'ó' => 'o',
+            'ú' | 'ü' => 'u',
+            c => c,
+        })
+        .collect()
+}
 
 /// Split `RetrievalQuery` / `retrieval_query` / `UC-004` into words, keeping the original too.
 pub fn expand_identifier(s: &str) -> String {
@@ -453,6 +517,23 @@ mod tests {
             "RetrievalQuery Retrieval Query"
         );
         assert!(expand_identifier("UC-004-RetrieveContext").contains("UC 004 Retrieve Context"));
+    }
+
+    #[test]
+    fn marker_lists_are_sorted_and_disjoint() {
+        for l in [ES_MARKERS, EN_MARKERS] {
+            assert!(l.windows(2).all(|w| w[0] < w[1]), "{l:?}");
+        }
+        assert!(ES_MARKERS.iter().all(|w| !EN_MARKERS.contains(w)));
+    }
+
+    #[test]
+    fn tallies_tell_spanish_from_english() {
+        let es = LangTally::of("¿Qué pasa cuando se borra el fichero de una especificación?");
+        assert!(es.es >= 4 && es.en == 0, "{es:?}");
+        let en = LangTally::of("What happens to the vectors when the file is removed?");
+        assert!(en.en >= 4 && en.es == 0, "{en:?}");
+        assert_eq!(LangTally::of("UC-004 source_hash"), LangTally::default());
     }
 
     #[test]
