@@ -31,6 +31,10 @@ pub mod env {
     pub const EMBED_WARM: &str = "KDD_EMBED_WARM";
     /// Idle lifetime of the warm embedder process in seconds (default 600).
     pub const EMBED_IDLE: &str = "KDD_EMBED_IDLE";
+    /// Set to `off` to never translate cross-lingual queries.
+    pub const TRANSLATE: &str = "KDD_TRANSLATE";
+    /// Translator program for cross-lingual queries (default `apertium -u <pair>`).
+    pub const TRANSLATOR: &str = "KDD_TRANSLATOR";
 }
 
 /// Errors locating the repository.

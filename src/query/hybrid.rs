@@ -1,6 +1,8 @@
 //! QRY-003 hybrid search and QRY-002/lexical single-strategy search.
 //!
 //! Ranking:
+//! 0. Cross-lingual: a question clearly in the other language of the corpus is machine-translated
+//!    (see [`super::translate`]); steps 1–2 then run on the original followed by its translation.
 //! 1. Lexical: field-weighted BM25 over identity and section documents (see `cache::text`),
 //!    one score per node = identity match + best section (+ a little of the second best).
 //! 2. Semantic (L2): cosine of the query embedding against every chunk vector; a node scores its
@@ -22,6 +24,7 @@
 //!
 //! `--no-expand` turns off steps 4 and 5.
 
+use super::translate;
 use super::types::*;
 use super::util::{brief, clip, snippet, summary, tokens};
 use super::Error;
@@ -250,6 +253,45 @@ fn ranked(
     Ok(out)
 }
 
+/// The text to search: the query, followed by its translation when it is written in the
+/// other language of the corpus (see [`super::translate`]); warnings say which happened.
+fn cross_lingual(
+    snap: &Snapshot<'_>,
+    query: &str,
+    warnings: &mut Vec<Warning>,
+) -> Result<String, Error> {
+    if !translate::enabled() {
+        return Ok(query.to_string());
+    }
+    let Some((from, to)) = translate::needed(query, snap.corpus_lang()?) else {
+        return Ok(query.to_string());
+    };
+    Ok(match translate::translate(query, from, to) {
+        Ok(t) => {
+            warnings.push(Warning::new(
+                "QUERY_TRANSLATED",
+                format!(
+                    "The query is {}, the specs are mostly {}: also searched as \"{t}\"",
+                    from.name(),
+                    to.name()
+                ),
+            ));
+            format!("{query} {t}")
+        }
+        Err(e) => {
+            warnings.push(Warning::new(
+                "NO_TRANSLATION",
+                format!(
+                    "The query is {}, the specs are mostly {}, and it could not be translated: {e}; cross-lingual matches rely on embeddings alone (KDD_TRANSLATE=off silences this)",
+                    from.name(),
+                    to.name()
+                ),
+            ));
+            query.to_string()
+        }
+    })
+}
+
 /// True when the node has at least one embedded chunk.
 fn has_vectors(snap: &Snapshot<'_>, id: &str) -> Result<bool, Error> {
     Ok(snap.node(id)?.is_some_and(|r| !r.items.is_empty()))
@@ -389,16 +431,9 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     let snap = cache.snapshot()?;
     let filter = filter_of(&req.kinds, &req.layers, &req.domain);
     let mut warnings = Vec::new();
-    let direct = ranked(
-        &snap,
-        &req.query,
-        &filter,
-        req.limit,
-        true,
-        true,
-        &mut warnings,
-    )?;
-    let words = snap.query_words(&req.query);
+    let text = cross_lingual(&snap, &req.query, &mut warnings)?;
+    let direct = ranked(&snap, &text, &filter, req.limit, true, true, &mut warnings)?;
+    let words = snap.query_words(&text);
     if let Some(st) = snap.stats()? {
         if !st.stale_specs.is_empty() {
             warnings.push(Warning::new(
@@ -595,24 +630,18 @@ pub fn search(cache: &Cache, req: &SearchRequest) -> Result<SearchResponse, Erro
     validate(&req.query, req.limit, req.min_score)?;
     let snap = cache.snapshot()?;
     let filter = filter_of(&req.kinds, &req.layers, &req.domain);
-    let words = snap.query_words(&req.query);
     let mut warnings = Vec::new();
+    let text = cross_lingual(&snap, &req.query, &mut warnings)?;
+    let words = snap.query_words(&text);
     let (lex, sem) = match req.mode {
         SearchMode::Lexical => (true, false),
         SearchMode::Semantic => (false, true),
     };
-    let direct = ranked(
-        &snap,
-        &req.query,
-        &filter,
-        req.limit,
-        lex,
-        sem,
-        &mut warnings,
-    )?;
-    if sem && !warnings.is_empty() {
+    let direct = ranked(&snap, &text, &filter, req.limit, lex, sem, &mut warnings)?;
+    if sem && warnings.iter().any(|w| w.code == "NO_EMBEDDINGS") {
         let reason = warnings
             .iter()
+            .filter(|w| w.code == "NO_EMBEDDINGS")
             .map(|w| w.message.clone())
             .collect::<Vec<_>>()
             .join("; ");

@@ -10,6 +10,7 @@ mod context;
 mod graph;
 mod hybrid;
 pub mod render;
+pub mod translate;
 pub mod types;
 mod util;
 

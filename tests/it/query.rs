@@ -1,7 +1,7 @@
 //! Retrieval: the cache (freshness, incremental update, corruption, concurrent readers) and
 //! every query command over the demo corpus, through the real binary and the library API.
 
-use crate::util::{copy_dir, fixture, git, git_repo, kdd, text};
+use crate::util::{copy_dir, fixture, git, git_repo, kdd, kdd_env, text};
 use kdd::cache::{Cache, OpenOptions};
 use serde_json::Value;
 use std::path::Path;
@@ -461,4 +461,131 @@ fn token_budget_keeps_the_ranking_and_sheds_fields_first() {
     let one = json(dir.path(), &["query", "pedido", "--max-tokens", "1"]);
     assert_eq!(one["results"].as_array().unwrap().len(), 1, "{one}");
     assert_eq!(one["results"][0]["node_id"], full["results"][0]["node_id"]);
+}
+
+/// A temp repo holding one fixture's specs, indexed (L1).
+fn indexed_repo(name: &str) -> tempfile::TempDir {
+    let dir = git_repo();
+    copy_dir(
+        &fixture(&format!("{name}/specs")),
+        &dir.path().join("specs"),
+    );
+    let o = kdd(dir.path(), &["index"]);
+    assert!(o.status.success(), "{}", text(&o));
+    dir
+}
+
+/// `kdd query … --json` with translation on and the given translator program.
+fn query_translated(dir: &Path, q: &str, translator: &str) -> Value {
+    let o = kdd_env(
+        dir,
+        &["query", q, "--json"],
+        &[
+            ("KDD_NO_EMBED", "1"),
+            ("KDD_TRANSLATE", "on"),
+            ("KDD_TRANSLATOR", translator),
+        ],
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)))
+}
+
+fn warning<'a>(v: &'a Value, code: &str) -> Option<&'a str> {
+    v["warnings"]
+        .as_array()?
+        .iter()
+        .find(|w| w["code"] == code)
+        .and_then(|w| w["message"].as_str())
+}
+
+#[test]
+fn a_question_in_the_other_language_is_translated_into_the_corpus_language() {
+    let dir = indexed_repo("core-es");
+    let glossary = fixture("translate/glossary-translator");
+    let q = "why is there a smallest amount for shipping?";
+    // Without translation no Spanish word matches: the rule is not found.
+    let off = json(dir.path(), &["query", q]);
+    assert!(
+        !ids(&off, "results", "node_id").contains(&"BR:BR-PEDIDO-001".to_string()),
+        "{off}"
+    );
+    // With it, the rule about the minimum amount and shipping costs comes first, and the
+    // answer says what it searched for.
+    let on = query_translated(dir.path(), q, glossary.to_str().unwrap());
+    assert_eq!(
+        ids(&on, "results", "node_id").first().map(String::as_str),
+        Some("BR:BR-PEDIDO-001"),
+        "{on}"
+    );
+    let msg = warning(&on, "QUERY_TRANSLATED").unwrap_or_else(|| panic!("{on}"));
+    assert!(
+        msg.contains("English") && msg.contains("mínimo importe para envío"),
+        "{msg}"
+    );
+    // A Spanish question over Spanish specs is left alone (the glossary is never called).
+    let es = query_translated(
+        dir.path(),
+        "¿por qué hay un importe mínimo?",
+        "/nonexistent/translator",
+    );
+    assert!(
+        warning(&es, "QUERY_TRANSLATED").is_none() && warning(&es, "NO_TRANSLATION").is_none(),
+        "{es}"
+    );
+    // Keyword queries without function words are not guessed at either.
+    let kw = query_translated(dir.path(), "BR-PEDIDO-001", "/nonexistent/translator");
+    assert!(warning(&kw, "NO_TRANSLATION").is_none(), "{kw}");
+}
+
+#[test]
+fn a_missing_or_failing_translator_is_a_warning_not_an_error() {
+    let dir = indexed_repo("core-es");
+    let v = query_translated(
+        dir.path(),
+        "what is the minimum amount of a Pedido?",
+        "/nonexistent/translator",
+    );
+    let msg = warning(&v, "NO_TRANSLATION").unwrap_or_else(|| panic!("{v}"));
+    assert!(
+        msg.contains("/nonexistent/translator") && msg.contains("not installed"),
+        "{msg}"
+    );
+    assert!(!ids(&v, "results", "node_id").is_empty(), "{v}");
+    // A Spanish question over English specs asks for spa-eng, which the glossary refuses.
+    let en = indexed_repo("core-en");
+    let glossary = fixture("translate/glossary-translator");
+    let v = query_translated(
+        en.path(),
+        "¿qué pasa con el pedido cuando se paga?",
+        glossary.to_str().unwrap(),
+    );
+    let msg = warning(&v, "NO_TRANSLATION").unwrap_or_else(|| panic!("{v}"));
+    assert!(
+        msg.contains("spa-eng") && msg.contains("unsupported pair"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn apertium_translates_when_installed() {
+    let installed = std::process::Command::new("apertium")
+        .args(["-u", "eng-spa"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !installed {
+        eprintln!("skipped: apertium with the eng-spa pair is not installed");
+        return;
+    }
+    let dir = indexed_repo("core-es");
+    let v = query_translated(
+        dir.path(),
+        "why is there a minimum amount for shipping costs?",
+        "",
+    );
+    assert!(warning(&v, "QUERY_TRANSLATED").is_some(), "{v}");
+    let got = ids(&v, "results", "node_id");
+    assert!(
+        got.iter().take(3).any(|x| x == "BR:BR-PEDIDO-001"),
+        "{got:?}"
+    );
 }

@@ -36,6 +36,8 @@ pub fn command(program: impl AsRef<std::ffi::OsStr>, dir: &Path) -> Command {
         .env_remove("KDD_HOOK")
         .env_remove("KDD_MERGE")
         .env_remove("KDD_SPECS")
+        .env_remove("KDD_TRANSLATOR")
+        .env("KDD_TRANSLATE", "off")
         .env("KDD_NO_EMBED", "1");
     c
 }

@@ -80,7 +80,7 @@ pub fn kdd(dir: &Path, args: &[&str]) -> Output {
 }
 
 /// Run the real `kdd` binary in `dir` with extra environment variables (the warm embedder
-/// server is off unless `KDD_EMBED_WARM` is given).
+/// server and query translation are off unless `KDD_EMBED_WARM` / `KDD_TRANSLATE` are given).
 pub fn kdd_env(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kdd"));
     c.args(args)
@@ -89,6 +89,8 @@ pub fn kdd_env(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
         .env_remove("KDD_CACHE_DIR")
         .env_remove("KDD_NO_EMBED")
         .env_remove("KDD_TEST_EMBEDDER")
+        .env_remove("KDD_TRANSLATOR")
+        .env("KDD_TRANSLATE", "off")
         .env("KDD_EMBED_WARM", "0");
     for (k, v) in envs {
         c.env(k, v);
