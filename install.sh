@@ -8,6 +8,7 @@
 #   ./install.sh                      build + install binaries, ONNX Runtime, multilingual-e5-small-int8
 #   ./install.sh --model all          ... and all-MiniLM-L6-v2 as well (select it with KDD_MODEL)
 #   ./install.sh --no-model           binaries only: kdd runs at L1 (graph + lexical, no embeddings)
+#   ./install.sh --no-translator      skip the query translator (Apertium, Debian packages)
 #   ./install.sh --repo PATH          ... then wire PATH (hooks + merge driver), index it, answer --query
 #   ./install.sh --query TEXT         the question answered at the end (demo default: "flujo de devolución")
 #   ./install.sh --no-demo            install only: skip indexing the demo corpus and the sample query
@@ -20,6 +21,8 @@
 #                  tokenizer_config.json,kdd-model.json,SHA256SUMS}
 #   .build/{wheels,venv}   download + converter cache (safe to delete; --clean removes it)
 # Binaries go to $KDD_BIN_DIR, else ~/.local/bin.
+# Query translator: Debian's apertium + apertium-eng-spa (installed with apt-get when run as root;
+# otherwise the command is printed). Optional: without it cross-lingual queries warn NO_TRANSLATION.
 set -euo pipefail
 
 ORT_VERSION=1.31.1
@@ -40,6 +43,7 @@ DATA_DIR=${KDD_DATA_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/kdd}
 BIN_DIR=${KDD_BIN_DIR:-$HOME/.local/bin}
 MODELS=()
 NO_MODEL=0
+TRANSLATOR=1
 BUILD=1
 TEST=0
 CHECK_ONLY=0
@@ -59,6 +63,7 @@ while [ $# -gt 0 ]; do
     --model) [ $# -ge 2 ] || die "--model needs a name"; MODELS+=("$2"); shift ;;
     --model=*) MODELS+=("${1#--model=}") ;;
     --no-model) NO_MODEL=1 ;;
+    --no-translator) TRANSLATOR=0 ;;
     --no-build) BUILD=0 ;;
     --data-dir) [ $# -ge 2 ] || die "--data-dir needs a path"; DATA_DIR=$2; shift ;;
     --bin-dir|--prefix) [ $# -ge 2 ] || die "$1 needs a path"; BIN_DIR=$2; shift ;;
@@ -219,6 +224,27 @@ compare_reference() { # compare_reference NAME DIR
   done < "$ref"
 }
 
+# ---- query translator -----------------------------------------------------------------------
+# A question asked in the other language of the specs (English over Spanish, or the reverse) is
+# machine-translated before searching (src/query/translate.rs). Apertium is a rule-based offline
+# translator from Debian's packages; nothing is downloaded from elsewhere.
+translator_ok() { command -v apertium >/dev/null && echo "test" | apertium -u eng-spa >/dev/null 2>&1; }
+apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null 2>&1; }
+provision_translator() {
+  if translator_ok; then say "translator: apertium eng-spa ok"; return; fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    local t0; t0=$(now)
+    say "translator: installing Debian packages apertium apertium-eng-spa"
+    if ! apt_install apertium apertium-eng-spa; then
+      apt-get update -q >/dev/null 2>&1 || true
+      apt_install apertium apertium-eng-spa || true
+    fi
+    if translator_ok; then say "translator: installed ($(since "$t0"))"; return; fi
+  fi
+  say "WARNING: no query translator; English questions over Spanish specs (and the reverse) will match" \
+      "less well. Install it with: sudo apt-get install apertium apertium-eng-spa"
+}
+
 # ---- binaries -----------------------------------------------------------------------------
 install_binaries() {
   command -v cargo >/dev/null || die "cargo not found (install Rust from rustup or your distribution)"
@@ -260,6 +286,8 @@ check_installed() {
     if intact "$DATA_DIR/models/$m" && [ -f "$DATA_DIR/models/$m/model.onnx" ]; then say "model $m: ok"
     else say "model $m: MISSING or corrupt in $DATA_DIR/models/$m (run ./install.sh --model $m)"; status=1; fi
   done
+  if translator_ok; then say "translator: apertium eng-spa ok"
+  else say "translator: not installed (optional; sudo apt-get install apertium apertium-eng-spa)"; fi
   return $status
 }
 
@@ -274,6 +302,7 @@ if [ $NO_MODEL = 0 ]; then
   provision_runtime
   for m in "${MODELS[@]}"; do provision_model "$m"; done
 fi
+if [ $TRANSLATOR = 1 ]; then provision_translator; fi
 if [ $TEST = 1 ]; then
   run_checks
   say "done in $(since "$T0")"
