@@ -5,8 +5,10 @@
 //! then prints:
 //! - cache build time from scratch (LMDB + tantivy (+ arroy at L2)), and after a one-spec change;
 //! - the freshness check alone (fingerprint of `.kdd-index/`);
-//! - cold `kdd query` process latency P50/P95 (fresh process per query, cache warm on disk);
-//! - in-process `query::hybrid` latency P50/P95 and `context` / `impact` P95.
+//! - cold `kdd query` process latency P50/P95 (fresh process per query, cache warm on disk),
+//!   with query translation off and on;
+//! - in-process `query::hybrid` latency P50/P95 (translation off; on, first time and memoised)
+//!   and `context` / `impact` P95.
 
 use kdd::cache::{fingerprint, Cache, OpenOptions};
 use kdd::query::{self, ContextRequest, HybridRequest, ImpactRequest};
@@ -156,37 +158,46 @@ pub fn run(args: &[String]) {
     ));
     drop(c);
 
-    // Cold processes: the CLI uses the default cache dir; warm it once first.
-    let run_q = |q: &str| {
+    // Cold processes: the CLI uses the default cache dir; warm it once first. Measured with
+    // query translation off (the engine alone) and on (cross-lingual questions pay the
+    // translator process, see src/query/translate.rs).
+    let run_q = |q: &str, translate: &str| {
         Command::new(&bin)
             .args(["query", q, "--json", "--limit", "10"])
             .current_dir(dir)
+            .env("KDD_TRANSLATE", translate)
             .output()
             .expect("kdd query runs")
     };
-    let o = run_q(QUERIES[0]);
+    let o = run_q(QUERIES[0], "off");
     assert!(
         o.status.success() || o.status.code() == Some(1),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let mut cold = Vec::new();
-    for _ in 0..3 {
-        for q in QUERIES {
-            let t = Instant::now();
-            let _ = run_q(q);
-            cold.push(t.elapsed());
+    for translate in ["off", "on"] {
+        let mut cold = Vec::new();
+        let mut translated = 0;
+        for _ in 0..3 {
+            for q in QUERIES {
+                let t = Instant::now();
+                let o = run_q(q, translate);
+                cold.push(t.elapsed());
+                translated +=
+                    usize::from(String::from_utf8_lossy(&o.stdout).contains("QUERY_TRANSLATED"));
+            }
         }
+        say(&format!(
+            "cold `kdd query` process, translation {translate} (n={}, {translated} translated): p50 {} p95 {}",
+            cold.len(),
+            ms(pct(&mut cold, 0.5)),
+            ms(pct(&mut cold, 0.95))
+        ));
     }
-    say(&format!(
-        "cold `kdd query` process (n={}): p50 {} p95 {}",
-        cold.len(),
-        ms(pct(&mut cold, 0.5)),
-        ms(pct(&mut cold, 0.95))
-    ));
 
-    // In-process.
+    // In-process: the engine alone, then with translation (first time, then memoised).
     let c = open(false);
+    std::env::set_var("KDD_TRANSLATE", "off");
     let mut hot = Vec::new();
     for _ in 0..5 {
         for q in QUERIES {
@@ -196,11 +207,30 @@ pub fn run(args: &[String]) {
         }
     }
     say(&format!(
-        "in-process hybrid query (n={}): p50 {} p95 {}",
+        "in-process hybrid query, translation off (n={}): p50 {} p95 {}",
         hot.len(),
         ms(pct(&mut hot, 0.5)),
         ms(pct(&mut hot, 0.95))
     ));
+    std::env::remove_var("KDD_TRANSLATE");
+    for pass in ["first time", "memoised"] {
+        let mut hot = Vec::new();
+        let mut translated = 0;
+        for q in QUERIES {
+            let t = Instant::now();
+            let r = query::hybrid(&c, &HybridRequest::new(*q));
+            hot.push(t.elapsed());
+            translated += usize::from(
+                r.is_ok_and(|r| r.warnings.iter().any(|w| w.code == "QUERY_TRANSLATED")),
+            );
+        }
+        say(&format!(
+            "in-process hybrid query, translation on, {pass} (n={}, {translated} translated): p50 {} p95 {}",
+            hot.len(),
+            ms(pct(&mut hot, 0.5)),
+            ms(pct(&mut hot, 0.95))
+        ));
+    }
     let snap_ids: Vec<String> = c
         .snapshot()
         .and_then(|s| s.node_ids())
