@@ -194,10 +194,39 @@ fn doctor_reports_checks_with_fixes() {
         .unwrap()
         .contains("install.sh"));
     assert_eq!(by("active-model")["status"], "warn");
+    assert_eq!(by("translator")["status"], "info"); // KDD_TRANSLATE=off in tests
     assert!(by("index")["message"]
         .as_str()
         .unwrap()
         .contains("no index"));
+    // The translator: a working program is ok, a missing one a warning with the install command.
+    let glossary = crate::util::fixture("translate/glossary-translator");
+    for (program, status) in [
+        (glossary.to_str().unwrap(), "ok"),
+        ("/nonexistent/tr", "warn"),
+    ] {
+        let o = kdd_env(
+            dir,
+            &["doctor", "--json", "--no-load"],
+            &[("KDD_TRANSLATE", "on"), ("KDD_TRANSLATOR", program)],
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
+        let c = v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "translator")
+            .cloned()
+            .unwrap_or_else(|| panic!("{v}"));
+        assert_eq!(c["status"], status, "{c}");
+        if status == "warn" {
+            assert!(
+                c["fix"].as_str().unwrap().contains("apertium-eng-spa"),
+                "{c}"
+            );
+        }
+    }
     write_entity(dir, "");
     assert!(kdd_env(dir, &["index"], TEST).status.success());
     let o = kdd_env(dir, &["doctor"], TEST);

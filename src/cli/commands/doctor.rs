@@ -124,9 +124,35 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
 pub fn collect(args: &Args, global: &GlobalArgs) -> Vec<Check> {
     let mut checks = Vec::new();
     embedding_checks(args, &mut checks);
+    checks.push(translator_check());
     index_check(global, &mut checks);
     git_checks(global, &mut checks);
     checks
+}
+
+/// The query translator for cross-lingual questions (optional: a warning when missing).
+fn translator_check() -> Check {
+    use crate::query::translate::{self, Lang};
+    if !translate::enabled() {
+        return Check::new(
+            "translator",
+            Status::Info,
+            "query translation disabled by KDD_TRANSLATE",
+        );
+    }
+    match translate::translate("the rule", Lang::En, Lang::Es) {
+        Ok(t) => Check::new(
+            "translator",
+            Status::Ok,
+            format!("cross-lingual queries are translated (eng-spa: \"the rule\" -> \"{t}\")"),
+        ),
+        Err(e) => Check::new(
+            "translator",
+            Status::Warn,
+            format!("cross-lingual queries are not translated: {e}"),
+        )
+        .fix("sudo apt-get install apertium apertium-eng-spa (or ./install.sh as root)"),
+    }
 }
 
 /// Git integration (merge driver, attributes, hooks, conflicts under `.kdd-index/`), from
