@@ -29,7 +29,8 @@ fn default_context_tokens() -> usize {
     4000
 }
 
-/// A warning attached to a response (`NO_EMBEDDINGS`, `TOKEN_LIMIT_EXCEEDED`, `STALE_SPEC`…).
+/// A warning attached to a response (`NO_EMBEDDINGS`, `TOKEN_LIMIT_EXCEEDED`, `STALE_SPECS`,
+/// `QUERY_TRANSLATED`, `NO_TRANSLATION`…).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Warning {
     pub code: String,

@@ -82,8 +82,10 @@ fn tools() -> Vec<Tool> {
             "kdd_query",
             "Search the KDD specs (hybrid: lexical + semantic + typed graph expansion). The main \
              entry point: describe the task in natural language and get the most relevant spec \
-             nodes (use cases, rules, entities, commands, events…) with snippets. Follow up with \
-             kdd_read for full text or kdd_graph/kdd_impact for relations.",
+             nodes (use cases, rules, entities, commands, events…) with snippets. Ask in English \
+             or Spanish: a question in the other language of the specs is also searched \
+             translated (a QUERY_TRANSLATED warning quotes it). Follow up with kdd_read for full \
+             text or kdd_graph/kdd_impact for relations.",
             schema(json!({
                 "type": "object",
                 "properties": {
