@@ -271,9 +271,10 @@ fn cross_lingual(
             warnings.push(Warning::new(
                 "QUERY_TRANSLATED",
                 format!(
-                    "The query is {}, the specs are mostly {}: also searched as \"{t}\"",
+                    "The query is {}, the specs are mostly {}: also searched as \"{}\"",
                     from.name(),
-                    to.name()
+                    to.name(),
+                    clip(&t, 300)
                 ),
             ));
             format!("{query} {t}")
