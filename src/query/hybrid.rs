@@ -72,7 +72,7 @@ pub fn edge_weight(t: &str) -> f32 {
 }
 
 fn validate(query: &str, limit: usize, min_score: f32) -> Result<(), Error> {
-    if query.trim().chars().count() < 3 {
+    if super::too_short(query) {
         return Err(Error::QueryTooShort);
     }
     if !(1..=100).contains(&limit) {

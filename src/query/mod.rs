@@ -22,10 +22,16 @@ pub use util::resolve_node;
 
 use crate::cache::Cache;
 
+/// True when a query has fewer than 3 letters or digits (`QUERY_TOO_SHORT`): punctuation
+/// alone carries nothing to match, and would only return the embedding's nearest noise.
+pub fn too_short(query: &str) -> bool {
+    query.chars().filter(|c| c.is_alphanumeric()).count() < 3
+}
+
 /// Query errors; `code()` gives the PRD error code.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("QUERY_TOO_SHORT: query text must be at least 3 characters")]
+    #[error("QUERY_TOO_SHORT: query text must have at least 3 letters or digits")]
     QueryTooShort,
     #[error("INDEX_UNAVAILABLE: {0}")]
     IndexUnavailable(String),

@@ -174,10 +174,10 @@ fn int_in(name: &str, v: Option<i64>, default: i64, lo: i64, hi: i64, code: &str
 
 fn query_text(q: &Option<String>) -> R<String> {
     let q = q.as_deref().unwrap_or("").trim();
-    if q.chars().count() < 3 {
+    if query::too_short(q) {
         return Err(ApiError::bad(
             "QUERY_TOO_SHORT",
-            "Query text must be at least 3 characters",
+            "Query text must have at least 3 letters or digits",
         ));
     }
     if q.len() > 2000 {

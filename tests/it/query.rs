@@ -163,9 +163,17 @@ fn l1_degradation_warns_and_still_answers() {
 #[test]
 fn errors_have_codes_and_exit_statuses() {
     let dir = demo_repo();
-    let o = kdd(dir.path(), &["query", "ab", "--json"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("QUERY_TOO_SHORT"));
+    // Too short, or punctuation only (nothing to match; semantic search would return noise).
+    for q in ["ab", "¿¿¿???", "... ¡!"] {
+        for cmd in [
+            &["query", q, "--json"][..],
+            &["search", q, "--lexical", "--json"][..],
+        ] {
+            let o = kdd(dir.path(), cmd);
+            assert_eq!(o.status.code(), Some(2), "{cmd:?}: {}", text(&o));
+            assert!(String::from_utf8_lossy(&o.stdout).contains("QUERY_TOO_SHORT"));
+        }
+    }
     let o = kdd(dir.path(), &["impact", "Entity:NoExiste", "--json"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stdout).contains("NODE_NOT_FOUND"));

@@ -170,7 +170,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         respect_layers: !args.no_respect_layers,
         max_tokens: args.max_tokens,
     };
-    if req.query.trim().chars().count() < 3 {
+    if query::too_short(&req.query) {
         return fail(global, &query::Error::QueryTooShort);
     }
     let cache = match open_cache(global, true) {
