@@ -590,10 +590,28 @@ fn apertium_translates_when_installed() {
         "why is there a minimum amount for shipping costs?",
         "",
     );
+    // L1: the lemma pipeline (analysis → bilingual lookup → lexical selection).
     assert!(warning(&v, "QUERY_TRANSLATED").is_some(), "{v}");
     let got = ids(&v, "results", "node_id");
     assert!(
         got.iter().take(3).any(|x| x == "BR:BR-PEDIDO-001"),
         "{got:?}"
     );
+    // The full pipeline (fluent text, for the embedding model), as `kdd doctor` shows it.
+    let o = kdd_env(
+        dir.path(),
+        &["doctor", "--no-load", "--json"],
+        &[("KDD_TRANSLATE", "on")],
+    );
+    let d: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let t = d["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "translator")
+        .cloned()
+        .unwrap();
+    assert_eq!(t["status"], "ok", "{t}");
+    assert!(t["message"].as_str().unwrap().contains("regla"), "{t}");
 }

@@ -132,7 +132,7 @@ pub fn collect(args: &Args, global: &GlobalArgs) -> Vec<Check> {
 
 /// The query translator for cross-lingual questions (optional: a warning when missing).
 fn translator_check() -> Check {
-    use crate::query::translate::{self, Lang};
+    use crate::query::translate::{self, Lang, Style};
     if !translate::enabled() {
         return Check::new(
             "translator",
@@ -140,7 +140,7 @@ fn translator_check() -> Check {
             "query translation disabled by KDD_TRANSLATE",
         );
     }
-    match translate::translate("the rule", Lang::En, Lang::Es) {
+    match translate::translate("the rule", Lang::En, Lang::Es, Style::Full) {
         Ok(t) => Check::new(
             "translator",
             Status::Ok,
