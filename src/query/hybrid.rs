@@ -2,7 +2,8 @@
 //!
 //! Ranking:
 //! 0. Cross-lingual: a question clearly in the other language of the corpus is machine-translated
-//!    (see [`super::translate`]); steps 1–2 then run on the original followed by its translation.
+//!    (see [`super::translate`]); steps 1–2 then run on the original followed by its translation,
+//!    and the fusion leans a little less on the model (BM25 now has the cross-lingual matches).
 //! 1. Lexical: field-weighted BM25 over identity and section documents (see `cache::text`),
 //!    one score per node = identity match + best section (+ a little of the second best).
 //! 2. Semantic (L2): cosine of the query embedding against every chunk vector; a node scores its
