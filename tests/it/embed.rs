@@ -205,20 +205,11 @@ fn doctor_reports_checks_with_fixes() {
         (glossary.to_str().unwrap(), "ok"),
         ("/nonexistent/tr", "warn"),
     ] {
-        let o = kdd_env(
+        let c = crate::util::doctor_check(
             dir,
-            &["doctor", "--json", "--no-load"],
             &[("KDD_TRANSLATE", "on"), ("KDD_TRANSLATOR", program)],
+            "translator",
         );
-        let v: serde_json::Value =
-            serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
-        let c = v["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == "translator")
-            .cloned()
-            .unwrap_or_else(|| panic!("{v}"));
         assert_eq!(c["status"], status, "{c}");
         if status == "warn" {
             assert!(

@@ -598,20 +598,7 @@ fn apertium_translates_when_installed() {
         "{got:?}"
     );
     // The full pipeline (fluent text, for the embedding model), as `kdd doctor` shows it.
-    let o = kdd_env(
-        dir.path(),
-        &["doctor", "--no-load", "--json"],
-        &[("KDD_TRANSLATE", "on")],
-    );
-    let d: Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
-    let t = d["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "translator")
-        .cloned()
-        .unwrap();
+    let t = crate::util::doctor_check(dir.path(), &[("KDD_TRANSLATE", "on")], "translator");
     assert_eq!(t["status"], "ok", "{t}");
     assert!(t["message"].as_str().unwrap().contains("regla"), "{t}");
 }

@@ -98,6 +98,18 @@ pub fn kdd_env(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
     c.output().expect("kdd runs")
 }
 
+/// One check of `kdd doctor --json --no-load` (by name), run with extra environment variables.
+pub fn doctor_check(dir: &Path, envs: &[(&str, &str)], name: &str) -> serde_json::Value {
+    let o = kdd_env(dir, &["doctor", "--json", "--no-load"], envs);
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    v["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+        .cloned()
+        .unwrap_or_else(|| panic!("no check {name}: {v}"))
+}
+
 /// stdout + stderr of an output, for assertion messages.
 pub fn text(o: &Output) -> String {
     format!(
