@@ -85,7 +85,7 @@ impl LangTally {
             if w.is_empty() || w.len() > 8 {
                 continue;
             }
-            let w = fold(w);
+            let w = crate::parse::fold(w);
             if ES_MARKERS.binary_search(&w.as_str()).is_ok() {
                 t.es += 1;
             } else if EN_MARKERS.binary_search(&w.as_str()).is_ok() {
@@ -100,21 +100,6 @@ impl LangTally {
         self.es += o.es;
         self.en += o.en;
     }
-}
-
-/// Lower-case and strip the Spanish accents (enough for the marker lists).
-fn fold(w: &str) -> String {
-    w.chars()
-        .flat_map(char::to_lowercase)
-        .map(|c| match c {
-            'á' => 'a',
-            'é' => 'e',
-            'í' => 'i',
-            'ó' => 'o',
-            'ú' | 'ü' => 'u',
-            c => c,
-        })
-        .collect()
 }
 
 /// Split `RetrievalQuery` / `retrieval_query` / `UC-004` into words, keeping the original too.

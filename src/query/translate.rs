@@ -144,11 +144,18 @@ pub fn enabled() -> bool {
     )
 }
 
+/// The program `KDD_TRANSLATOR` names, when set.
+fn custom_translator() -> Option<String> {
+    std::env::var(ENV_TRANSLATOR)
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+}
+
 /// The translator command for a language pair: program and arguments.
 fn command(pair: &str) -> (String, Vec<String>) {
-    match std::env::var(ENV_TRANSLATOR) {
-        Ok(p) if !p.trim().is_empty() => (p, vec![pair.to_string()]),
-        _ => (
+    match custom_translator() {
+        Some(p) => (p, vec![pair.to_string()]),
+        None => (
             "apertium".to_string(),
             vec!["-u".to_string(), pair.to_string()],
         ),
@@ -207,8 +214,7 @@ pub fn translate(text: &str, from: Lang, to: Lang, style: Style) -> Result<Strin
     if let Some(t) = memo().lock().ok().and_then(|m| m.get(&key).cloned()) {
         return Ok(t);
     }
-    let custom = std::env::var(ENV_TRANSLATOR).is_ok_and(|p| !p.trim().is_empty());
-    let lemmas = (style == Style::Lemmas && !custom)
+    let lemmas = (style == Style::Lemmas && custom_translator().is_none())
         .then(|| lemma_pipeline(&pair))
         .flatten();
     let out = match lemmas {
