@@ -7,6 +7,7 @@ mod core;
 mod demo;
 mod embed;
 mod git;
+mod hostile;
 mod query;
 mod repo;
 mod serve;

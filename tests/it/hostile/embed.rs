@@ -1,0 +1,1 @@
+//! Hostile cases: embed (see the module doc in `mod.rs`).

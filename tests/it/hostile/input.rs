@@ -1,0 +1,1 @@
+//! Hostile cases: input (see the module doc in `mod.rs`).

@@ -1,0 +1,1 @@
+//! Hostile cases: net (see the module doc in `mod.rs`).

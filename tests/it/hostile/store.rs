@@ -1,0 +1,1 @@
+//! Hostile cases: store (see the module doc in `mod.rs`).
