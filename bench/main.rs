@@ -5,6 +5,7 @@ mod hook;
 mod index;
 mod query;
 mod serve;
+mod service;
 mod synth;
 
 fn main() {
@@ -18,9 +19,10 @@ fn main() {
         Some("index") => index::run(&args[1..]),
         Some("query") => query::run(&args[1..]),
         Some("serve") => serve::run(&args[1..]),
+        Some("service") => service::run(&args[1..]),
         Some("synth") => synth::run(&args[1..]),
         other => kdd::cli::output::error(&format!(
-            "unknown benchmark {other:?}; try: embed, hook, index, query, serve, synth"
+            "unknown benchmark {other:?}; try: embed, hook, index, query, serve, service, synth"
         )),
     }
 }

@@ -29,8 +29,13 @@ pub mod env {
     pub const TEST_EMBEDDER: &str = "KDD_TEST_EMBEDDER";
     /// Set to `0` to never use (or start) the warm embedder process.
     pub const EMBED_WARM: &str = "KDD_EMBED_WARM";
-    /// Idle lifetime of the warm embedder process in seconds (default 600).
-    pub const EMBED_IDLE: &str = "KDD_EMBED_IDLE";
+    /// Idle lifetime of the per-user warm embedding service in seconds (default 600).
+    pub const EMBED_IDLE: &str = "KDD_EMBED_IDLE_S";
+    /// The older name of [`EMBED_IDLE`], still honoured.
+    pub const EMBED_IDLE_LEGACY: &str = "KDD_EMBED_IDLE";
+    /// Set to `1` to make `kdd serve` / `kdd mcp` load the embedding model at start instead of
+    /// on the first semantic query.
+    pub const EMBED_PRELOAD: &str = "KDD_EMBED_PRELOAD";
     /// Set to `off` to never translate cross-lingual queries.
     pub const TRANSLATE: &str = "KDD_TRANSLATE";
     /// Translator program for cross-lingual queries (default `apertium -u <pair>`).

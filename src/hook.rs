@@ -256,9 +256,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     }
 
     // Something to do: open the L2 step now (never on the fast path).
-    let level = opts
-        .embed
-        .then(|| crate::embed::extras::for_index(&settings.cache_dir));
+    let level = opts.embed.then(crate::embed::extras::for_index);
     if let Some(crate::embed::extras::Level::L1(_, why)) = &level {
         report.warnings.push(why.clone());
     }
@@ -389,6 +387,14 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         if arts.get(&key) != Some(&git::blob_id(&repo, bytes)) || conflicted_arts.contains(&key) {
             report.written.push(key.clone());
             stage.push(key);
+        }
+    }
+    // Embedding failures are never silent: list them (the manifest then records L1).
+    if let Some(crate::embed::extras::Level::L2(x)) = &level {
+        for (file, why) in x.failed() {
+            report.warnings.push(format!(
+                "{file}: indexed without vectors: {why}; run `kdd index`"
+            ));
         }
     }
     let m = expected_manifest(&mut indexed.iter().copied(), extras);

@@ -209,7 +209,7 @@ pub struct Cache {
     fingerprint: String,
     manifest: Manifest,
     last_update: Option<BuildStats>,
-    embedder: Option<std::sync::Arc<dyn crate::query::QueryEmbedder>>,
+    embedder: Option<std::sync::Arc<dyn crate::embed::QueryEmbedder>>,
     embedder_missing: Option<String>,
 }
 
@@ -391,7 +391,7 @@ impl Cache {
     }
 
     /// Use this embedder for semantic search (L2).
-    pub fn set_embedder(&mut self, e: std::sync::Arc<dyn crate::query::QueryEmbedder>) {
+    pub fn set_embedder(&mut self, e: std::sync::Arc<dyn crate::embed::QueryEmbedder>) {
         self.embedder = Some(e);
     }
 
@@ -406,7 +406,7 @@ impl Cache {
     }
 
     /// The embedder set with [`Cache::set_embedder`].
-    pub fn embedder(&self) -> Option<&dyn crate::query::QueryEmbedder> {
+    pub fn embedder(&self) -> Option<&dyn crate::embed::QueryEmbedder> {
         self.embedder.as_deref()
     }
 

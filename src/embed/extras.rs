@@ -1,10 +1,17 @@
 //! The L2 step plugged into [`crate::index`] through its [`ArtifactExtras`] seam.
 //!
 //! [`for_index`] is what `kdd index`, the hook and the server call: it opens the embedder (warm
-//! server or in-process) and returns [`L2Extras`], or — when the runtime/model is missing or
+//! service or in-process) and returns [`L2Extras`], or — when the runtime/model is missing or
 //! embeddings are disabled — [`L1Extras`] plus the warning to print (BR-INDEX-001: the executed
 //! level is recorded in the manifest; existing vector files are kept, so restoring the model
 //! re-embeds only what changed meanwhile).
+//!
+//! Embedding failures are never silent: the embedder already reconnects to the service or
+//! loads the model in-process when the service dies ([`super::warm::Resilient`]); a spec whose
+//! vectors still cannot be computed is recorded in [`L2Extras::failed`], the caller exits
+//! non-zero with that list, and the manifest of such a run does not claim L2.
+//! [`VectorAudit`] is the read-only check behind `kdd verify`: at an L2 manifest, every node
+//! whose embeddable chunks lack vectors in the committed files is reported.
 
 use super::plan::{embed_specs, EmbedStats, VectorPool};
 use super::store::QUANTIZATION;
@@ -12,7 +19,7 @@ use super::Embedder;
 use crate::artifact::{ArtifactPaths, EmbeddingInfo, IndexLevel, Manifest};
 use crate::index::ArtifactExtras;
 use crate::spec::Extracted;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 struct State {
@@ -21,6 +28,8 @@ struct State {
     pool_loaded: bool,
     stats: EmbedStats,
     warnings: Vec<String>,
+    /// Source files whose vectors could not be computed, with the reason.
+    failed: BTreeMap<String, String>,
 }
 
 /// Embeds each spec's chunks (reusing every vector already in the index) and renders its
@@ -42,6 +51,7 @@ impl L2Extras {
                 pool_loaded: false,
                 stats: EmbedStats::default(),
                 warnings: Vec::new(),
+                failed: BTreeMap::new(),
             }),
             model,
             dims,
@@ -60,6 +70,12 @@ impl L2Extras {
     /// Problems met with existing vector files (corrupt files are re-embedded, never fatal).
     pub fn warnings(&self) -> Vec<String> {
         self.lock().warnings.clone()
+    }
+
+    /// Specs (source files) whose vectors could not be computed, with the reason: the run
+    /// must fail loudly with this list (and its manifest does not claim L2).
+    pub fn failed(&self) -> BTreeMap<String, String> {
+        self.lock().failed.clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -98,15 +114,29 @@ impl ArtifactExtras for L2Extras {
                 st.warnings.push(e.to_string());
             }
         }
-        let (files, stats) =
-            embed_specs(&mut st.embedder, &[extracted], &mut st.pool).map_err(|e| e.to_string())?;
-        st.stats.add(&stats);
-        Ok(files.into_iter().map(|f| (f.rel, f.bytes)).collect())
+        match embed_specs(&mut st.embedder, &[extracted], &mut st.pool) {
+            Ok((files, stats)) => {
+                st.stats.add(&stats);
+                Ok(files.into_iter().map(|f| (f.rel, f.bytes)).collect())
+            }
+            Err(e) => {
+                let message = e.to_string();
+                st.failed
+                    .insert(extracted.node.source_file.clone(), message.clone());
+                Err(message)
+            }
+        }
     }
 
     fn manifest(&self, manifest: &mut Manifest) {
-        manifest.index_level = IndexLevel::L2;
-        manifest.embedding = Some(self.info());
+        if self.lock().failed.is_empty() {
+            manifest.index_level = IndexLevel::L2;
+            manifest.embedding = Some(self.info());
+        } else {
+            // Some specs lack vectors: the index must not claim L2 for them.
+            manifest.index_level = IndexLevel::L1;
+            manifest.embedding = None;
+        }
     }
 }
 
@@ -142,10 +172,116 @@ impl Level {
     }
 }
 
+/// `kdd verify`'s vector check: renders nothing, and records every spec whose embeddable
+/// chunks (for the manifest's model) have no vector in its committed vector file.
+pub struct VectorAudit {
+    model: String,
+    /// Committed vector files by index-relative path.
+    committed: BTreeMap<String, Vec<u8>>,
+    lacking: Mutex<BTreeSet<String>>,
+}
+
+impl VectorAudit {
+    /// Audit against `committed` (index-relative path → bytes; non-vector paths are ignored).
+    pub fn new(model: &str, committed: BTreeMap<String, Vec<u8>>) -> VectorAudit {
+        VectorAudit {
+            model: model.to_string(),
+            committed,
+            lacking: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// Node ids lacking vectors, sorted.
+    pub fn lacking(&self) -> Vec<String> {
+        let g = self.lacking.lock().unwrap_or_else(|p| p.into_inner());
+        g.iter().cloned().collect()
+    }
+}
+
+impl ArtifactExtras for VectorAudit {
+    fn files(&self, ex: &Extracted, _: &ArtifactPaths) -> Result<Vec<(String, Vec<u8>)>, String> {
+        let chunks = super::chunk_spec(ex, &self.model);
+        if chunks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rel = ArtifactPaths::embeddings_rel(&ex.node);
+        let file = self
+            .committed
+            .get(&rel)
+            .and_then(|b| super::decode(&rel, b).ok())
+            .filter(|f| f.model == self.model);
+        let complete = file.is_some_and(|f| chunks.iter().all(|c| f.get(&c.key).is_some()));
+        if !complete {
+            let mut g = self.lacking.lock().unwrap_or_else(|p| p.into_inner());
+            g.insert(ex.node.id.clone());
+        }
+        Ok(Vec::new())
+    }
+}
+
 /// Decide the level for an index run (BR-INDEX-001) and open the embedder for L2.
-pub fn for_index(cache_dir: &Path) -> Level {
-    match super::open(Some(cache_dir)) {
+pub fn for_index() -> Level {
+    match super::open() {
         Ok(e) => Level::L2(L2Extras::new(e)),
         Err(e) => Level::L1(L1Extras, e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::chunk::tests::{para, sec, spec};
+    use crate::embed::Error;
+    use crate::spec::Kind;
+
+    /// An embedder whose model is gone (what is left when the service and the in-process
+    /// fallback both fail).
+    struct Broken;
+
+    impl Embedder for Broken {
+        fn model_id(&self) -> &str {
+            "broken"
+        }
+        fn dims(&self) -> usize {
+            4
+        }
+        fn embed_passages(&mut self, _: &[String]) -> Result<Vec<Vec<f32>>, Error> {
+            Err(Error::Inference("the model process died".into()))
+        }
+        fn embed_query(&mut self, _: &str) -> Result<Vec<f32>, Error> {
+            Err(Error::Inference("the model process died".into()))
+        }
+    }
+
+    #[test]
+    fn failed_specs_are_listed_and_the_manifest_does_not_claim_l2() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = ArtifactPaths::new(dir.path());
+        let x = L2Extras::new(Box::new(Broken));
+        let mut ex = spec(
+            Kind::BusinessRule,
+            "BR-X-001",
+            "Regla",
+            vec![sec(
+                "Declaración",
+                Some("declaration"),
+                2,
+                &[],
+                vec![para(
+                    "Un texto bastante largo que se embebe como un párrafo propio de la regla.",
+                )],
+            )],
+        );
+        ex.node.source_file = "specs/rules/BR-X-001.md".into();
+        let err = x.files(&ex, &paths).unwrap_err();
+        assert!(err.contains("died"), "{err}");
+        assert_eq!(
+            x.failed().keys().cloned().collect::<Vec<_>>(),
+            vec!["specs/rules/BR-X-001.md".to_string()]
+        );
+        let mut m = Manifest::new("specs", crate::artifact::Structure::SingleDomain, vec![]);
+        x.manifest(&mut m);
+        assert_eq!(m.index_level, IndexLevel::L1);
+        assert!(m.embedding.is_none());
     }
 }

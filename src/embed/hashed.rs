@@ -2,6 +2,10 @@
 //! character trigrams into 64 signed buckets, L2-normalised. Texts sharing words get similar
 //! vectors, so ranking tests behave sensibly; it is NOT a semantic model and is never the shipped
 //! default (selected only by tests in-process or by `KDD_TEST_EMBEDDER=1`).
+//!
+//! Tests of the warm service and its failure modes run it behind the service too
+//! (`KDD_TEST_EMBEDDER=1` with `KDD_EMBED_WARM=1`), and can slow it down with
+//! `KDD_TEST_EMBED_DELAY_MS` (per passage) to kill the service in the middle of a run.
 
 use super::{Embedder, Error};
 
@@ -9,6 +13,8 @@ use super::{Embedder, Error};
 pub const MODEL_ID: &str = "kdd-test-hashed-64";
 /// Vector length.
 pub const DIMS: usize = 64;
+/// Test knob: milliseconds to sleep per embedded passage.
+pub const DELAY_ENV: &str = "KDD_TEST_EMBED_DELAY_MS";
 
 /// The deterministic test embedder. Counts the texts it embedded (tests check reuse with it).
 #[derive(Debug, Default, Clone)]
@@ -67,6 +73,13 @@ impl Embedder for HashedEmbedder {
     }
 
     fn embed_passages(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
+        let delay = std::env::var(DELAY_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        if delay > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(delay * texts.len() as u64));
+        }
         self.passages_embedded += texts.len();
         Ok(texts.iter().map(|t| Self::vector(t)).collect())
     }

@@ -7,7 +7,9 @@
 //!           ─ store ─▶ embeddings/<kind>/[<domain>/]<id>.bin (header + key + int8 vector + scale)
 //! ```
 //!
-//! - [`Embedder`] is the one seam between chunking and a model. The shipped implementation is
+//! - [`Embedder`] is the one seam between chunking and a model; [`QueryEmbedder`] is the
+//!   query-side seam the cache and the servers hold ([`shared`]: loaded in-process for servers,
+//!   through the per-user warm service ([`warm`], [`service`]) for short-lived processes). The shipped implementation is
 //!   [`model::FastEmbedder`] (fastembed on a provisioned ONNX Runtime, loaded at run time, never
 //!   downloaded); [`hashed::HashedEmbedder`] is a small deterministic stand-in selected only by
 //!   tests or `KDD_TEST_EMBEDDER=1`.
@@ -22,6 +24,8 @@ pub mod extras;
 pub mod hashed;
 pub mod model;
 pub mod plan;
+pub mod service;
+pub mod shared;
 pub mod store;
 pub mod warm;
 
@@ -29,6 +33,7 @@ pub use chunk::{chunk_spec, embeddable_keys, Chunk};
 pub use hashed::HashedEmbedder;
 pub use model::{discover, FastEmbedder, ModelChoice, ModelSpec};
 pub use plan::{embed_specs, EmbedStats, SpecVectors};
+pub use shared::{QueryEmbedder, Shared};
 pub use store::{decode, encode, VectorFile, QUANTIZATION};
 
 use std::path::PathBuf;
@@ -98,9 +103,13 @@ pub enum Error {
         found: String,
         expected: String,
     },
-    /// The warm helper could not be reached or answered badly (callers fall back in-process).
-    #[error("warm embedder: {0}")]
+    /// The warm service could not be reached or answered badly (callers reconnect, then load
+    /// the model in-process).
+    #[error("warm embedding service: {0}")]
     Warm(String),
+    /// Semantic search cannot run (the reason, already phrased for the user).
+    #[error("{0}")]
+    Unavailable(String),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -139,22 +148,19 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
-/// Open the embedder the environment selects (see [`model::discover`]): the warm server under
-/// `cache_dir` when possible ([`warm`]), else the model loaded in-process. A missing runtime or
-/// model is an error for which [`Error::is_unavailable`] is true: index at L1 and warn.
-pub fn open(cache_dir: Option<&std::path::Path>) -> Result<Box<dyn Embedder + Send>, Error> {
+/// Open the embedder the environment selects for a short-lived process (see
+/// [`model::discover`]): the per-user warm service when possible ([`warm::Resilient`], which
+/// reconnects or loads in-process when the service dies), else the model loaded in-process. A
+/// missing runtime or model is an error for which [`Error::is_unavailable`] is true: index at
+/// L1 and warn.
+pub fn open() -> Result<Box<dyn Embedder + Send>, Error> {
     match discover() {
         ModelChoice::Disabled => Err(Error::Disabled),
-        ModelChoice::Test => Ok(Box::new(HashedEmbedder::new())),
-        ModelChoice::Model(spec) => {
-            if let Some(cache) = cache_dir {
-                match warm::connect_or_spawn(cache, &spec) {
-                    Ok(client) => return Ok(Box::new(client)),
-                    Err(e) if e.is_unavailable() => return Err(e),
-                    Err(_) => {}
-                }
-            }
-            Ok(Box::new(FastEmbedder::load(&spec)?))
+        ModelChoice::Test if warm::forced() => {
+            Ok(Box::new(warm::Resilient::open(&ModelSpec::test())?))
         }
+        ModelChoice::Test => Ok(Box::new(HashedEmbedder::new())),
+        ModelChoice::Model(spec) if warm::enabled() => Ok(Box::new(warm::Resilient::open(&spec)?)),
+        ModelChoice::Model(spec) => Ok(Box::new(FastEmbedder::load(&spec)?)),
     }
 }

@@ -1,61 +1,135 @@
-//! The warm embedder: a long-lived local process that keeps the model loaded, so commands do not
-//! pay the model load (~2.5 s for e5-small int8, mostly the 250k-piece tokenizer) every time.
+//! The warm embedding service, client side: one service per user and model keeps the model
+//! loaded for short-lived processes (the hook, `kdd index`, `kdd query`), so they do not pay
+//! the model load (~2.5 s for e5-small int8) every time. Long-running servers never use it
+//! (they load the model in-process, see [`super::shared`]).
 //!
-//! - Server: `kdd doctor --embed-server SOCKET` (hidden flag) loads the discovered model, listens
-//!   on a unix socket (mode 0600) and answers one request per line (JSON). It exits after
-//!   [`IDLE_SECS`] without requests (`KDD_EMBED_IDLE` overrides) or when its socket file is removed.
-//! - Client: [`connect_or_spawn`] connects to `<cache dir>/embed.sock`, checks that the server
-//!   runs the same model directory, and otherwise starts one (detached, own process group) and
-//!   waits for it; if anything fails the caller loads the model in-process. `KDD_EMBED_WARM=0`
-//!   disables the warm path.
+//! - Where: `$XDG_RUNTIME_DIR/kdd/` when that is set, else `<data dir>/run/` (a 0700
+//!   directory), socket `embed-<key>.sock` (0600), where `<key>` is derived from the model's
+//!   checksum file (`SHA256SUMS`, written by `install.sh`; else the model file's size and
+//!   mtime) and its id. No socket per repository.
+//! - Protocol ([`frame`]): length-prefixed JSON frames (`u32` big-endian length, then a JSON
+//!   object), any number per connection. Every request carries `deadline_ms`: a request that
+//!   cannot get the model within it is answered `busy` instead of waiting on other clients.
+//!   `hello` → model id, dims, model dir, pid and resident size.
+//! - [`Resilient`] is the client embedder: it connects (starting the service, detached, when
+//!   none answers; a stale socket file is replaced under a lock), and when the connection
+//!   breaks (EOF, broken pipe, timeout, `busy`, service closing) it reconnects once and
+//!   otherwise loads the model in-process. It never degrades to L1: only a model or runtime
+//!   that is really absent is an error for which [`Error::is_unavailable`] holds.
+//! - `KDD_EMBED_WARM=0` disables the service (always in-process).
 //!
-//! Protocol (one JSON object per line each way):
-//! `{"op":"hello"}` → `{"model":id,"dims":n,"dir":model dir}`;
-//! `{"op":"passages","texts":[…]}` / `{"op":"query","text":…}` → `{"vectors":[[…]]}` or
-//! `{"error":"…"}`. Floats round-trip exactly through JSON (shortest representation), so a
-//! vector from the server is bit-identical to one computed in-process.
+//! Floats round-trip exactly through JSON (shortest representation), so a vector from the
+//! service is bit-identical to one computed in-process.
 
-use super::model::{discover, FastEmbedder, ModelChoice, ModelSpec};
+use super::model::ModelSpec;
 use super::{Embedder, Error};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-/// Default idle lifetime of the server.
+/// Default idle lifetime of the service, in seconds.
 pub const IDLE_SECS: u64 = 600;
-/// Socket file name inside the cache directory.
-pub const SOCKET_NAME: &str = "embed.sock";
 /// Environment switch: `KDD_EMBED_WARM=0` disables the warm path.
 pub const ENV_WARM: &str = crate::config::env::EMBED_WARM;
-/// Environment override of the idle lifetime (seconds).
-pub const ENV_IDLE: &str = crate::config::env::EMBED_IDLE;
-/// How long a client waits for a freshly started server.
-const STARTUP_WAIT: Duration = Duration::from_secs(20);
+/// How long a client waits for a freshly started service to answer `hello` (model load).
+const STARTUP_WAIT: Duration = Duration::from_secs(30);
+/// Longest frame accepted either way (a batch of vectors is far below).
+pub const MAX_FRAME: usize = 64 * 1024 * 1024;
+/// Longest unix socket path the kernel accepts (`sun_path` is 108 bytes with the NUL).
+const MAX_SOCKET_PATH: usize = 107;
 
+/// A request frame.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Request {
+    #[serde(flatten)]
+    pub op: Op,
+    /// The client gives up waiting for the model after this many milliseconds.
+    #[serde(default)]
+    pub deadline_ms: u64,
+}
+
+/// What a request asks for.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
-enum Request {
+pub enum Op {
     Hello,
     Passages { texts: Vec<String> },
     Query { text: String },
 }
 
+/// A response frame (fields by request kind).
 #[derive(Debug, Default, Serialize, Deserialize)]
-struct Response {
+pub struct Response {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    model: Option<String>,
+    pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    dims: Option<usize>,
+    pub dims: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    dir: Option<PathBuf>,
+    pub dir: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    vectors: Option<Vec<Vec<f32>>>,
+    pub pid: Option<u32>,
+    /// Resident set size of the service in KiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
+    pub rss_kb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vectors: Option<Vec<Vec<f32>>>,
+    /// The model was not free within the deadline (retry elsewhere).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub busy: bool,
+    /// The service is shutting down (idle): reconnect.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub closing: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Length-prefixed JSON frames.
+pub mod frame {
+    use super::MAX_FRAME;
+    use std::io::{Read, Write};
+
+    /// Write one frame.
+    pub fn write<T: serde::Serialize>(w: &mut impl Write, value: &T) -> std::io::Result<()> {
+        let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+        let len = u32::try_from(body.len()).map_err(std::io::Error::other)?;
+        let mut buf = Vec::with_capacity(body.len() + 4);
+        buf.extend_from_slice(&len.to_be_bytes());
+        buf.extend_from_slice(&body);
+        w.write_all(&buf)?;
+        w.flush()
+    }
+
+    /// Read one frame; `Ok(None)` on a clean EOF before a frame starts.
+    pub fn read<T: serde::de::DeserializeOwned>(r: &mut impl Read) -> std::io::Result<Option<T>> {
+        let mut len = [0u8; 4];
+        match r.read_exact(&mut len) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let len = u32::from_be_bytes(len) as usize;
+        if len > MAX_FRAME {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("frame of {len} bytes is over the {MAX_FRAME}-byte limit"),
+            ));
+        }
+        let mut body = vec![0u8; len];
+        r.read_exact(&mut body)?;
+        serde_json::from_slice(&body)
+            .map(Some)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    }
+}
+
+/// True when `KDD_EMBED_WARM=1` is set explicitly (the hashed test embedder uses the service
+/// only then).
+pub fn forced() -> bool {
+    matches!(
+        std::env::var(ENV_WARM).ok().as_deref().map(str::trim),
+        Some("1") | Some("true") | Some("yes")
+    )
 }
 
 /// True unless `KDD_EMBED_WARM=0`.
@@ -66,35 +140,114 @@ pub fn enabled() -> bool {
     )
 }
 
-/// The socket path for a cache directory.
-pub fn socket_path(cache_dir: &Path) -> PathBuf {
-    cache_dir.join(SOCKET_NAME)
+/// The idle lifetime: `KDD_EMBED_IDLE_S` (or the older `KDD_EMBED_IDLE`), else [`IDLE_SECS`].
+pub fn idle_secs() -> u64 {
+    [
+        crate::config::env::EMBED_IDLE,
+        crate::config::env::EMBED_IDLE_LEGACY,
+    ]
+    .iter()
+    .find_map(|n| std::env::var(n).ok()?.trim().parse::<u64>().ok())
+    .unwrap_or(IDLE_SECS)
 }
 
-/// An [`Embedder`] backed by the warm server.
+/// The per-user directory holding service sockets: `$XDG_RUNTIME_DIR/kdd`, else
+/// `<data dir>/run`.
+pub fn service_dir() -> Option<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|x| !x.is_empty()) {
+        let x = PathBuf::from(x);
+        if x.is_dir() {
+            return Some(x.join("kdd"));
+        }
+    }
+    super::model::data_dir().map(|d| d.join("run"))
+}
+
+/// The key of a model: its checksum file when present, else its model file's size and mtime;
+/// always with its id, directory and runtime.
+pub fn model_key(spec: &ModelSpec) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(spec.id.as_bytes());
+    h.update(b"\0");
+    h.update(spec.dir.as_os_str().as_encoded_bytes());
+    h.update(b"\0");
+    h.update(spec.runtime.as_os_str().as_encoded_bytes());
+    h.update(b"\0");
+    match std::fs::read(spec.dir.join("SHA256SUMS")) {
+        Ok(sums) => {
+            h.update(&sums);
+        }
+        Err(_) => {
+            if let Ok(m) = std::fs::metadata(spec.dir.join("model.onnx")) {
+                h.update(&m.len().to_le_bytes());
+                let mtime = m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0);
+                h.update(&mtime.to_le_bytes());
+            }
+        }
+    }
+    h.finalize().to_hex()[..16].to_string()
+}
+
+/// The socket of the service for `spec`.
+pub fn socket_path(spec: &ModelSpec) -> Option<PathBuf> {
+    Some(service_dir()?.join(format!("embed-{}.sock", model_key(spec))))
+}
+
+/// Create the service directory with mode 0700 (tightening it when it exists and is ours).
+pub fn ensure_service_dir(dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let io = |source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    if !dir.is_dir() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io)?;
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)
+}
+
+/// One connection to the service.
 pub struct WarmClient {
-    stream: BufReader<UnixStream>,
+    stream: UnixStream,
     model: String,
     dims: usize,
 }
 
+/// Status of a running service (for `kdd doctor`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceStatus {
+    pub socket: PathBuf,
+    pub model: String,
+    pub pid: u32,
+    pub rss_kb: u64,
+}
+
 impl WarmClient {
-    /// Connect to a running server and check it serves `spec`'s model directory.
-    pub fn connect(socket: &Path, spec: &ModelSpec) -> Result<WarmClient, Error> {
+    /// Connect to a running service and check it serves `spec`'s model directory. `wait`
+    /// bounds the `hello` round trip (a service that is still loading answers after the load).
+    pub fn connect(socket: &Path, spec: &ModelSpec, wait: Duration) -> Result<WarmClient, Error> {
         let stream = UnixStream::connect(socket).map_err(|e| Error::Warm(e.to_string()))?;
-        stream.set_read_timeout(Some(Duration::from_secs(300))).ok();
         let mut c = WarmClient {
-            stream: BufReader::new(stream),
+            stream,
             model: String::new(),
             dims: 0,
         };
-        let r = c.call(&Request::Hello)?;
+        let r = c.call(Op::Hello, wait)?;
         let (Some(model), Some(dims), Some(dir)) = (r.model, r.dims, r.dir) else {
             return Err(Error::Warm("bad hello".into()));
         };
         if model != spec.id || dir != spec.dir {
             return Err(Error::Warm(format!(
-                "server runs {model} from {}, wanted {} from {}",
+                "service runs {model} from {}, wanted {} from {}",
                 dir.display(),
                 spec.id,
                 spec.dir.display()
@@ -105,29 +258,53 @@ impl WarmClient {
         Ok(c)
     }
 
-    fn call(&mut self, req: &Request) -> Result<Response, Error> {
+    /// One request with a deadline; connection-level failures are [`Error::Warm`].
+    fn call(&mut self, op: Op, deadline: Duration) -> Result<Response, Error> {
         let warm = |e: std::io::Error| Error::Warm(e.to_string());
-        let mut line = serde_json::to_vec(req).map_err(|e| Error::Warm(e.to_string()))?;
-        line.push(b'\n');
-        self.stream.get_mut().write_all(&line).map_err(warm)?;
-        let mut buf = String::new();
-        let n = self.stream.read_line(&mut buf).map_err(warm)?;
-        if n == 0 {
-            return Err(Error::Warm("server closed the connection".into()));
+        // The service gives up waiting for the model at the deadline; the socket timeout adds
+        // room for the computation itself.
+        let timeout = deadline + Duration::from_secs(30);
+        self.stream.set_read_timeout(Some(timeout)).map_err(warm)?;
+        self.stream.set_write_timeout(Some(timeout)).map_err(warm)?;
+        let req = Request {
+            op,
+            deadline_ms: deadline.as_millis() as u64,
+        };
+        frame::write(&mut self.stream, &req).map_err(warm)?;
+        let r: Response = frame::read(&mut self.stream)
+            .map_err(warm)?
+            .ok_or_else(|| Error::Warm("the service closed the connection".into()))?;
+        if r.busy {
+            return Err(Error::Warm("the service is busy".into()));
         }
-        let r: Response = serde_json::from_str(&buf).map_err(|e| Error::Warm(e.to_string()))?;
+        if r.closing {
+            return Err(Error::Warm("the service is shutting down".into()));
+        }
         if let Some(e) = r.error {
             return Err(Error::Inference(e));
         }
         Ok(r)
     }
 
-    fn vectors(&mut self, req: &Request, n: usize) -> Result<Vec<Vec<f32>>, Error> {
-        let v = self.call(req)?.vectors.unwrap_or_default();
+    fn vectors(&mut self, op: Op, n: usize) -> Result<Vec<Vec<f32>>, Error> {
+        // A generous deadline: waiting behind 8 other clients is fine, a stuck service is not.
+        let deadline = Duration::from_millis(5_000 + 2_000 * n as u64);
+        let v = self.call(op, deadline)?.vectors.unwrap_or_default();
         if v.len() != n || v.iter().any(|x| x.len() != self.dims) {
             return Err(Error::Warm("wrong number or size of vectors".into()));
         }
         Ok(v)
+    }
+
+    /// The service's pid and resident size (fresh `hello`).
+    pub fn status(&mut self, socket: &Path) -> Result<ServiceStatus, Error> {
+        let r = self.call(Op::Hello, Duration::from_secs(5))?;
+        Ok(ServiceStatus {
+            socket: socket.to_path_buf(),
+            model: r.model.unwrap_or_default(),
+            pid: r.pid.unwrap_or(0),
+            rss_kb: r.rss_kb.unwrap_or(0),
+        })
     }
 }
 
@@ -142,80 +319,97 @@ impl Embedder for WarmClient {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        self.vectors(
-            &Request::Passages {
-                texts: texts.to_vec(),
-            },
-            texts.len(),
-        )
+        let op = Op::Passages {
+            texts: texts.to_vec(),
+        };
+        self.vectors(op, texts.len())
     }
     fn embed_query(&mut self, q: &str) -> Result<Vec<f32>, Error> {
-        let mut v = self.vectors(
-            &Request::Query {
-                text: q.to_string(),
-            },
-            1,
-        )?;
-        Ok(v.pop().unwrap_or_default())
+        let op = Op::Query {
+            text: q.to_string(),
+        };
+        Ok(self.vectors(op, 1)?.pop().unwrap_or_default())
     }
 }
 
-/// Connect to the warm server for `spec` under `cache_dir`, starting it when none runs.
-/// `Err` means "use an in-process model instead".
-pub fn connect_or_spawn(cache_dir: &Path, spec: &ModelSpec) -> Result<WarmClient, Error> {
+/// The running service for the environment's model, if one answers (never starts one).
+pub fn running(spec: &ModelSpec) -> Option<ServiceStatus> {
+    let socket = socket_path(spec)?;
+    let mut c = WarmClient::connect(&socket, spec, Duration::from_secs(5)).ok()?;
+    c.status(&socket).ok()
+}
+
+/// Connect to the service for `spec`, starting it when none answers. `Err` means "load the
+/// model in-process instead" (or, when [`Error::is_unavailable`], that it is not installed).
+pub fn connect_or_spawn(spec: &ModelSpec) -> Result<WarmClient, Error> {
     if !enabled() {
         return Err(Error::Warm("disabled by KDD_EMBED_WARM=0".into()));
     }
-    let socket = socket_path(cache_dir);
-    if socket.as_os_str().len() > 100 {
-        return Err(Error::Warm("socket path too long".into()));
+    let socket = socket_path(spec).ok_or_else(|| Error::Warm("no service directory".into()))?;
+    if socket.as_os_str().len() > MAX_SOCKET_PATH {
+        return Err(Error::Warm(format!(
+            "socket path {} is too long",
+            socket.display()
+        )));
     }
-    if let Ok(c) = WarmClient::connect(&socket, spec) {
+    if let Ok(c) = WarmClient::connect(&socket, spec, STARTUP_WAIT) {
         return Ok(c);
     }
-    // Nothing usable answers: the model must at least look installed before we start a server.
+    // Nothing usable answers: the model must at least look installed before we start one.
     if let Some(missing) = spec.missing_file() {
         return Err(Error::ModelMissing {
             model: spec.id.clone(),
             path: missing,
         });
     }
-    if !spec.runtime.exists() {
+    if !spec.is_test() && !spec.runtime.exists() {
         return Err(Error::RuntimeMissing {
             path: spec.runtime.clone(),
         });
     }
-    std::fs::create_dir_all(cache_dir).map_err(|source| Error::Io {
-        path: cache_dir.to_path_buf(),
-        source,
-    })?;
-    spawn_server(&socket, spec)?;
+    if let Some(dir) = socket.parent() {
+        ensure_service_dir(dir)?;
+    }
+    let mut child = spawn_service(&socket, spec)?;
     let start = Instant::now();
     while start.elapsed() < STARTUP_WAIT {
-        std::thread::sleep(Duration::from_millis(30));
-        if let Ok(c) = WarmClient::connect(&socket, spec) {
-            return Ok(c);
+        std::thread::sleep(Duration::from_millis(20));
+        if socket.exists() {
+            if let Ok(c) = WarmClient::connect(&socket, spec, STARTUP_WAIT) {
+                return Ok(c);
+            }
+        }
+        // The service we started gave up (another one holds the socket but does not answer
+        // properly, or the model failed to load): stop waiting, load in-process.
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(Error::Warm(format!(
+                "the service exited at start ({status})"
+            )));
         }
     }
-    Err(Error::Warm("server did not start in time".into()))
+    Err(Error::Warm("the service did not start in time".into()))
 }
 
-fn spawn_server(socket: &Path, spec: &ModelSpec) -> Result<(), Error> {
+fn spawn_service(socket: &Path, spec: &ModelSpec) -> Result<std::process::Child, Error> {
     use std::os::unix::process::CommandExt;
     let exe = current_kdd_exe().ok_or_else(|| Error::Warm("kdd executable not found".into()))?;
-    std::process::Command::new(exe)
-        .arg("doctor")
-        .arg("--embed-server")
-        .arg(socket)
-        .env(crate::config::env::MODEL_DIR, &spec.dir)
-        .env("ORT_DYLIB_PATH", &spec.runtime)
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("doctor").arg("--embed-server").arg(socket);
+    if spec.is_test() {
+        cmd.env(crate::config::env::TEST_EMBEDDER, "1");
+    } else {
+        cmd.env_remove(crate::config::env::TEST_EMBEDDER)
+            .env(crate::config::env::MODEL_DIR, &spec.dir)
+            .env("ORT_DYLIB_PATH", &spec.runtime);
+    }
+    cmd.env_remove(crate::config::env::NO_EMBED)
+        .current_dir("/")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .process_group(0)
         .spawn()
-        .map_err(|e| Error::Warm(format!("cannot start the server: {e}")))?;
-    Ok(())
+        .map_err(|e| Error::Warm(format!("cannot start the service: {e}")))
 }
 
 /// The `kdd` binary: this executable when it is `kdd`, else a `kdd` next to it (`kdd-hook`,
@@ -240,107 +434,105 @@ fn current_kdd_exe() -> Option<PathBuf> {
     })
 }
 
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+/// The client embedder of short-lived processes: the warm service while it answers, else
+/// (after one reconnect) the model loaded in this process. Never L1.
+pub struct Resilient {
+    spec: ModelSpec,
+    warm: Option<WarmClient>,
+    local: Option<Box<dyn Embedder + Send>>,
+    model: String,
+    dims: usize,
+    /// How many times the service connection was re-established or replaced.
+    pub reconnects: usize,
 }
 
-/// Run the server on `socket` until idle (blocking). Loads the model from the environment.
-pub fn serve(socket: &Path) -> Result<(), Error> {
-    let ModelChoice::Model(spec) = discover() else {
-        return Err(Error::Disabled);
-    };
-    let mut model = FastEmbedder::load(&spec)?;
-    // Replace a stale socket (a previous server that died) only if nobody answers on it.
-    if socket.exists() {
-        if UnixStream::connect(socket).is_ok() {
-            return Err(Error::Warm("another server already listens".into()));
-        }
-        let _ = std::fs::remove_file(socket);
-    }
-    let listener = UnixListener::bind(socket).map_err(|source| Error::Io {
-        path: socket.to_path_buf(),
-        source,
-    })?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600));
-    }
-    let idle = std::env::var(ENV_IDLE)
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(IDLE_SECS);
-    let last = Arc::new(AtomicU64::new(now_secs()));
-    {
-        let last = last.clone();
-        let socket = socket.to_path_buf();
-        std::thread::spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(500));
-            let gone = !socket.exists();
-            if gone || now_secs().saturating_sub(last.load(Ordering::Relaxed)) >= idle {
-                if !gone {
-                    let _ = std::fs::remove_file(&socket);
-                }
-                std::process::exit(0);
-            }
-        });
-    }
-    for conn in listener.incoming() {
-        let Ok(conn) = conn else { continue };
-        last.store(now_secs(), Ordering::Relaxed);
-        let _ = handle(conn, &mut model, &spec, &last);
-    }
-    Ok(())
-}
-
-fn handle(
-    conn: UnixStream,
-    model: &mut FastEmbedder,
-    spec: &ModelSpec,
-    last: &AtomicU64,
-) -> std::io::Result<()> {
-    conn.set_read_timeout(Some(Duration::from_secs(60)))?;
-    let mut reader = BufReader::new(conn.try_clone()?);
-    let mut writer = conn;
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if reader.read_line(&mut line)? == 0 {
-            return Ok(());
-        }
-        last.store(now_secs(), Ordering::Relaxed);
-        let resp = match serde_json::from_str::<Request>(&line) {
-            Err(e) => Response {
-                error: Some(format!("bad request: {e}")),
-                ..Response::default()
-            },
-            Ok(Request::Hello) => Response {
-                model: Some(spec.id.clone()),
-                dims: Some(model.dims()),
-                dir: Some(spec.dir.clone()),
-                ..Response::default()
-            },
-            Ok(Request::Passages { texts }) => to_response(model.embed_passages(&texts)),
-            Ok(Request::Query { text }) => to_response(model.embed_query(&text).map(|v| vec![v])),
+impl Resilient {
+    /// Connect (or start the service); when that fails, load in-process. `Err` only when the
+    /// model or runtime is absent or cannot be loaded at all.
+    pub fn open(spec: &ModelSpec) -> Result<Resilient, Error> {
+        let (warm, local) = match connect_or_spawn(spec) {
+            Ok(c) => (Some(c), None),
+            Err(e) if e.is_unavailable() => return Err(e),
+            Err(_) => (None, Some(spec.load()?)),
         };
-        let mut out = serde_json::to_vec(&resp).map_err(std::io::Error::other)?;
-        out.push(b'\n');
-        writer.write_all(&out)?;
-        last.store(now_secs(), Ordering::Relaxed);
+        let (model, dims) = match (&warm, &local) {
+            (Some(c), _) => (c.model_id().to_string(), c.dims()),
+            (_, Some(l)) => (l.model_id().to_string(), l.dims()),
+            _ => unreachable!("one of the two is set"),
+        };
+        Ok(Resilient {
+            spec: spec.clone(),
+            warm,
+            local,
+            model,
+            dims,
+            reconnects: 0,
+        })
+    }
+
+    /// True while the warm service is used (false once fallen back in-process).
+    pub fn is_warm(&self) -> bool {
+        self.local.is_none()
+    }
+
+    /// Run `f` on the service, reconnecting once on a connection failure, then in-process.
+    fn with<T>(
+        &mut self,
+        mut f: impl FnMut(&mut dyn Embedder) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        if self.local.is_none() {
+            for _ in 0..2 {
+                if self.warm.is_none() {
+                    self.reconnects += 1;
+                    match connect_or_spawn(&self.spec) {
+                        Ok(c) => self.warm = Some(c),
+                        Err(_) => break,
+                    }
+                }
+                let Some(c) = self.warm.as_mut() else { break };
+                match f(c) {
+                    Err(Error::Warm(_)) => self.warm = None,
+                    other => return other,
+                }
+            }
+            self.warm = None;
+            self.local = Some(self.spec.load()?);
+        }
+        match self.local.as_mut() {
+            Some(l) => f(l.as_mut()),
+            None => Err(Error::Warm("no embedder".into())),
+        }
     }
 }
 
-fn to_response(r: Result<Vec<Vec<f32>>, Error>) -> Response {
-    match r {
-        Ok(v) => Response {
-            vectors: Some(v),
-            ..Response::default()
-        },
-        Err(e) => Response {
-            error: Some(e.to_string()),
-            ..Response::default()
-        },
+impl Embedder for Resilient {
+    fn model_id(&self) -> &str {
+        &self.model
     }
+    fn dims(&self) -> usize {
+        self.dims
+    }
+    fn embed_passages(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
+        self.with(|e| e.embed_passages(texts))
+    }
+    fn embed_query(&mut self, q: &str) -> Result<Vec<f32>, Error> {
+        self.with(|e| e.embed_query(q))
+    }
+}
+
+/// This process's resident set size in KiB (from `/proc/self/status`; 0 when unknown).
+pub fn self_rss_kb() -> u64 {
+    rss_kb_of("self")
+}
+
+/// The resident set size of process `pid` (`"self"` or a number) in KiB, 0 when unknown.
+pub fn rss_kb_of(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
 }

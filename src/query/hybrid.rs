@@ -33,14 +33,6 @@ use crate::artifact::IndexLevel;
 use crate::cache::{Cache, NodeRecord, Snapshot, TextFilter};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
-/// Turns a query into a vector comparable with the stored chunk vectors.
-pub trait QueryEmbedder: Send + Sync {
-    /// Embed one query text.
-    fn embed_query(&self, text: &str) -> Result<Vec<f32>, String>;
-    /// Model id (must match the index manifest).
-    fn model(&self) -> &str;
-}
-
 /// Weight of the lexical signal in the fusion.
 const W_LEX: f32 = 1.0;
 /// Weight of the semantic signal in the fusion. Below lexical: measured on the dev set, the

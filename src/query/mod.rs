@@ -14,9 +14,10 @@ pub mod translate;
 pub mod types;
 mod util;
 
+pub use crate::embed::QueryEmbedder;
 pub use context::context;
 pub use graph::{coverage, graph, impact, orphans, violations};
-pub use hybrid::{hybrid, search, QueryEmbedder};
+pub use hybrid::{hybrid, search};
 pub use types::*;
 pub use util::resolve_node;
 
@@ -91,45 +92,19 @@ pub fn open(settings: &crate::config::Settings) -> Result<Cache, Error> {
     Ok(Cache::open(settings)?)
 }
 
-/// The embed stage's model behind the [`QueryEmbedder`] seam (a mutex: embedding needs `&mut`).
-struct ModelEmbedder {
-    inner: std::sync::Mutex<Box<dyn crate::embed::Embedder + Send>>,
-    model: String,
-}
-
-impl QueryEmbedder for ModelEmbedder {
-    fn embed_query(&self, text: &str) -> Result<Vec<f32>, String> {
-        let mut g = self
-            .inner
-            .lock()
-            .map_err(|_| "embedder poisoned".to_string())?;
-        g.embed_query(text).map_err(|e| e.to_string())
-    }
-    fn model(&self) -> &str {
-        &self.model
-    }
-}
-
-/// The query embedder for an L2 index (the model the environment selects, which must be the
-/// one named in the manifest), when it can be loaded. `Err` says why semantic search is
-/// unavailable; hybrid search then degrades to L1 with a `NO_EMBEDDINGS` warning.
+/// The query embedder for an L2 index in a short-lived process (the CLI): the model the
+/// environment selects, which must be the one named in the manifest, through the per-user warm
+/// service (loaded in-process when the service cannot serve). Loaded now, so a missing model
+/// is reported up front. `Err` says why semantic search is unavailable; hybrid search then
+/// degrades to L1 with a `NO_EMBEDDINGS` warning. Servers use [`crate::embed::shared`] directly
+/// (in-process, lazy).
 pub fn embedder_for(
     manifest: &crate::artifact::Manifest,
-    cache_dir: Option<&std::path::Path>,
 ) -> Result<std::sync::Arc<dyn QueryEmbedder>, String> {
     let Some(info) = manifest.embedding.as_ref() else {
         return Err("the index has no embeddings".into());
     };
-    let e = crate::embed::open(cache_dir).map_err(|e| e.to_string())?;
-    if e.model_id() != info.model {
-        return Err(format!(
-            "the index was embedded with `{}` but the available model is `{}`",
-            info.model,
-            e.model_id()
-        ));
-    }
-    Ok(std::sync::Arc::new(ModelEmbedder {
-        model: e.model_id().to_string(),
-        inner: std::sync::Mutex::new(e),
-    }))
+    let e = crate::embed::shared::for_index_model(&info.model, false).map_err(|e| e.to_string())?;
+    e.preload().map_err(|e| e.to_string())?;
+    Ok(std::sync::Arc::new(e))
 }

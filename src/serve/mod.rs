@@ -99,8 +99,16 @@ pub struct Engine {
     pub check_interval: Duration,
     memo: Mutex<Memo>,
     last_scan: Mutex<Option<(Instant, StaleScan)>>,
-    /// The query embedder (L2), loaded once and kept warm across reloads.
-    embedder: Mutex<Option<Arc<dyn crate::query::QueryEmbedder>>>,
+    /// The query embedder (L2): the model in this process, loaded once (lazily on the first
+    /// semantic query, or at start with `KDD_EMBED_PRELOAD=1`) and shared by every request
+    /// task and across reloads. Never another process: nothing here can go stale when idle.
+    embedder: Mutex<Option<Arc<dyn crate::embed::QueryEmbedder>>>,
+}
+
+/// `KDD_EMBED_PRELOAD=1`: load the model at start rather than on the first semantic query.
+fn preload_requested() -> bool {
+    std::env::var(crate::config::env::EMBED_PRELOAD)
+        .is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no"))
 }
 
 fn log(msg: &str) {
@@ -305,18 +313,29 @@ impl Engine {
                 return;
             }
         }
-        match crate::query::embedder_for(cache.manifest(), Some(&self.settings.cache_dir)) {
+        let Some(want) = want else {
+            cache.set_embedder_unavailable("the index has no embeddings".into());
+            return;
+        };
+        match crate::embed::shared::for_index_model(&want, true) {
             Ok(e) => {
-                log(&format!(
-                    "kdd serve: embedding model `{}` loaded",
-                    e.model()
-                ));
+                if preload_requested() {
+                    match e.preload() {
+                        Ok(()) => log(&format!("kdd serve: embedding model `{want}` loaded")),
+                        Err(err) => log(&format!("kdd serve: semantic search unavailable: {err}")),
+                    }
+                } else {
+                    log(&format!(
+                        "kdd serve: embedding model `{want}` loads in this process on the first semantic query"
+                    ));
+                }
+                let e: Arc<dyn crate::embed::QueryEmbedder> = Arc::new(e);
                 *slot = Some(e.clone());
                 cache.set_embedder(e);
             }
             Err(reason) => {
                 log(&format!("kdd serve: semantic search unavailable: {reason}"));
-                cache.set_embedder_unavailable(reason);
+                cache.set_embedder_unavailable(reason.to_string());
             }
         }
     }

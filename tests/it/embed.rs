@@ -1,13 +1,17 @@
 //! Embeddings (L2): content addressing through the real `kdd index`, L1 degradation when the
 //! runtime/model is missing, vector-file robustness, doctor, and — when the real model is
 //! installed (`./install.sh`) — real-model L2 on the shared corpus, cross-lingual ranking,
-//! determinism and the warm server. Real-model tests print a SKIP line when it is absent.
+//! determinism, the per-user warm service and the daily workflow (a server running while
+//! commits land, idle past the service's idle time, 8 concurrent clients). Tests that need the
+//! real model or `../shared` are ignored with the reason when it is absent (cfgs from
+//! `build.rs`); the workflow tests run both with the deterministic embedder and the model.
 
 use crate::util::{copy_dir, git_repo, kdd_env, shared_dir, text, tree};
 use kdd::embed::model::{discover, FastEmbedder, ModelChoice, ModelSpec};
 use kdd::embed::{chunk_spec, cosine, Embedder};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 const TEST: &[(&str, &str)] = &[("KDD_TEST_EMBEDDER", "1")];
 
@@ -230,7 +234,7 @@ fn doctor_reports_checks_with_fixes() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Real model (installed by ./install.sh): skipped with a message when absent.
+// Real model (installed by ./install.sh): ignored with the reason when absent.
 // ---------------------------------------------------------------------------------------------
 
 fn real_spec() -> Option<ModelSpec> {
@@ -256,20 +260,23 @@ fn real_model() -> Option<&'static Mutex<FastEmbedder>> {
         .as_ref()
 }
 
-fn skip(test: &str) {
-    println!("SKIP {test}: embedding model not installed (run ./install.sh)");
+fn installed_model() -> &'static Mutex<FastEmbedder> {
+    real_model().expect("build.rs saw the model installed, but discovery does not find it")
 }
 
-fn corpus() -> Option<PathBuf> {
-    shared_dir().map(|s| s.join("corpus/kdd-engine/specs"))
+fn corpus() -> PathBuf {
+    shared_dir()
+        .expect("build.rs saw ../shared")
+        .join("corpus/kdd-engine/specs")
 }
 
 #[test]
+#[cfg_attr(
+    not(kdd_real_model),
+    ignore = "embedding model not installed (run ./install.sh)"
+)]
 fn real_model_cross_lingual_self_written_pair() {
-    let Some(m) = real_model() else {
-        return skip("real_model_cross_lingual_self_written_pair");
-    };
-    let mut m = m.lock().unwrap();
+    let mut m = installed_model().lock().unwrap();
     let rules = [
         "Un pedido solo puede cancelarse mientras no haya sido enviado al cliente.",
         "La contraseña de un usuario debe tener al menos doce caracteres y renovarse cada año.",
@@ -288,11 +295,12 @@ fn real_model_cross_lingual_self_written_pair() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kdd_real_model),
+    ignore = "embedding model not installed (run ./install.sh)"
+)]
 fn real_model_vectors_do_not_depend_on_batch_or_order() {
-    let Some(m) = real_model() else {
-        return skip("real_model_vectors_do_not_depend_on_batch_or_order");
-    };
-    let mut m = m.lock().unwrap();
+    let mut m = installed_model().lock().unwrap();
     let a: Vec<String> = vec![
         "Texto corto.".into(),
         "Un párrafo bastante más largo que habla de pedidos, envíos, devoluciones y de las reglas que los gobiernan en la tienda.".into(),
@@ -309,15 +317,14 @@ fn real_model_vectors_do_not_depend_on_batch_or_order() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kdd_real_model),
+    ignore = "embedding model not installed (run ./install.sh)"
+)]
+#[cfg_attr(not(kdd_shared), ignore = "../shared (the shared corpus) is absent")]
 fn real_model_english_question_ranks_the_spanish_rule_first() {
-    let Some(dir) = corpus() else {
-        println!("SKIP real_model_english_question_ranks_the_spanish_rule_first: ../shared absent");
-        return;
-    };
-    let Some(m) = real_model() else {
-        return skip("real_model_english_question_ranks_the_spanish_rule_first");
-    };
-    let mut m = m.lock().unwrap();
+    let dir = corpus();
+    let mut m = installed_model().lock().unwrap();
     let rules_dir = dir.join("01-domain/rules");
     let mut rules = Vec::new();
     for e in std::fs::read_dir(&rules_dir).unwrap().flatten() {
@@ -351,16 +358,13 @@ fn real_model_english_question_ranks_the_spanish_rule_first() {
 }
 
 #[test]
+#[cfg_attr(
+    not(kdd_real_model),
+    ignore = "embedding model not installed (run ./install.sh)"
+)]
+#[cfg_attr(not(kdd_shared), ignore = "../shared (the shared corpus) is absent")]
 fn real_model_corpus_l2_index_second_run_and_one_paragraph_edit() {
-    let Some(src) = corpus() else {
-        println!(
-            "SKIP real_model_corpus_l2_index_second_run_and_one_paragraph_edit: ../shared absent"
-        );
-        return;
-    };
-    if real_spec().is_none() {
-        return skip("real_model_corpus_l2_index_second_run_and_one_paragraph_edit");
-    }
+    let src = corpus();
     let repo = git_repo();
     let dir = repo.path();
     copy_dir(&src, &dir.join("specs"));
@@ -411,16 +415,16 @@ fn real_model_corpus_l2_index_second_run_and_one_paragraph_edit() {
 }
 
 #[test]
-fn real_model_warm_server_matches_in_process_vectors() {
-    let Some(spec) = real_spec() else {
-        return skip("real_model_warm_server_matches_in_process_vectors");
-    };
-    let Some(m) = real_model() else { return };
-    let cache = tempfile::tempdir().unwrap();
-    // the server is the real `kdd` binary (found next to the test binary's parent dir)
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_kdd"));
-    let socket = kdd::embed::warm::socket_path(cache.path());
-    let mut child = std::process::Command::new(exe)
+#[cfg_attr(
+    not(kdd_real_model),
+    ignore = "embedding model not installed (run ./install.sh)"
+)]
+fn real_model_warm_service_matches_in_process_vectors() {
+    let spec = real_spec().expect("model installed");
+    let m = installed_model();
+    let run = tempfile::tempdir().unwrap();
+    let socket = run.path().join("kdd/embed-test.sock");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kdd"))
         .args(["doctor", "--embed-server"])
         .arg(&socket)
         .env("KDD_MODEL_DIR", &spec.dir)
@@ -431,12 +435,12 @@ fn real_model_warm_server_matches_in_process_vectors() {
         .unwrap();
     let start = std::time::Instant::now();
     let mut client = loop {
-        match kdd::embed::warm::WarmClient::connect(&socket, &spec) {
+        match kdd::embed::warm::WarmClient::connect(&socket, &spec, Duration::from_secs(30)) {
             Ok(c) => break c,
-            Err(_) if start.elapsed().as_secs() < 30 => {
-                std::thread::sleep(std::time::Duration::from_millis(50))
+            Err(_) if start.elapsed().as_secs() < 60 => {
+                std::thread::sleep(Duration::from_millis(50))
             }
-            Err(e) => panic!("warm server did not come up: {e}"),
+            Err(e) => panic!("warm service did not come up: {e}"),
         }
     };
     let texts = vec!["Un pedido se cancela antes del envío.".to_string()];
@@ -450,14 +454,17 @@ fn real_model_warm_server_matches_in_process_vectors() {
         t.elapsed().as_secs_f64() * 1000.0
     );
     assert_eq!(q.len(), client.dims());
-    // removing the socket stops the server
+    let st = client.status(&socket).unwrap();
+    println!("warm service RSS: {} MB", st.rss_kb / 1024);
+    assert!(st.rss_kb > 0);
+    // removing the socket stops the service
     std::fs::remove_file(&socket).unwrap();
     let t = std::time::Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        assert!(t.elapsed().as_secs() < 10, "server did not exit");
-        std::thread::sleep(std::time::Duration::from_millis(100));
+    while child.try_wait().unwrap().is_none() {
+        assert!(t.elapsed().as_secs() < 10, "service did not exit");
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The daily workflow and the warm service (module file `tests/it/embed/flow.rs`).
+pub mod flow;

@@ -18,7 +18,7 @@ pub fn fixture(name: &str) -> PathBuf {
 }
 
 /// `../shared` next to the crate (or one level further up, for git worktrees), when present.
-/// Tests that need it print a line and return when this is `None`.
+/// Tests that need it are ignored unless build.rs saw it (`cfg(kdd_shared)`).
 pub fn shared_dir() -> Option<PathBuf> {
     let root = crate_root();
     [root.join("../shared"), root.join("../../shared")]

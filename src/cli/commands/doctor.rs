@@ -5,8 +5,9 @@
 //! (see [`collect`]): runtime, models, active model, index level of the current repository.
 //! Exit status: 0 when no check failed, 1 otherwise.
 //!
-//! The hidden `--embed-server SOCKET` flag runs the warm embedder process
-//! ([`crate::embed::warm`]); it is started automatically by other commands, never by hand.
+//! The hidden `--embed-server SOCKET` flag runs the per-user warm embedding service
+//! ([`crate::embed::service`]); it is started automatically by the hook and the CLI, never by
+//! hand. The `embed-service` check shows that one shared service: model, pid and RSS.
 
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::embed::model::{self, data_dir, discover, runtime_path, ModelChoice, ORT_VERSION};
@@ -87,7 +88,7 @@ pub struct Report {
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     if let Some(socket) = &args.embed_server {
-        crate::embed::warm::serve(socket)?;
+        crate::embed::service::serve(socket)?;
         return Ok(ExitStatus::Success);
     }
     if args.fix {
@@ -333,18 +334,57 @@ fn embedding_checks(args: &Args, checks: &mut Vec<Check>) {
                         "active-model",
                         Status::Ok,
                         format!(
-                            "{} ({} dims) at {}; loads in {:.2}s",
+                            "{} ({} dims) at {}; loads in {:.2}s, {} MB RSS once loaded",
                             spec.id,
                             crate::embed::Embedder::dims(&m),
                             spec.dir.display(),
-                            t.elapsed().as_secs_f64()
+                            t.elapsed().as_secs_f64(),
+                            crate::embed::warm::self_rss_kb() / 1024
                         ),
                     )),
                     Err(e) => checks
                         .push(Check::new("active-model", Status::Fail, e.to_string()).fix(INSTALL)),
                 }
             }
+            checks.push(embed_service_check(&spec));
         }
+    }
+}
+
+/// The one per-user warm embedding service of the active model: socket, model, pid and RSS.
+fn embed_service_check(spec: &model::ModelSpec) -> Check {
+    use crate::embed::warm;
+    let Some(socket) = warm::socket_path(spec) else {
+        return Check::new("embed-service", Status::Info, "no service directory");
+    };
+    if !warm::enabled() {
+        return Check::new(
+            "embed-service",
+            Status::Info,
+            "disabled by KDD_EMBED_WARM=0 (every command loads the model in-process)",
+        );
+    }
+    match warm::running(spec) {
+        Some(st) => Check::new(
+            "embed-service",
+            Status::Ok,
+            format!(
+                "one shared service for this user: {} (pid {}, {} MB RSS) at {}",
+                st.model,
+                st.pid,
+                st.rss_kb / 1024,
+                st.socket.display()
+            ),
+        ),
+        None => Check::new(
+            "embed-service",
+            Status::Info,
+            format!(
+                "not running (started on demand by the hook and the CLI; exits after {} s idle) at {}",
+                warm::idle_secs(),
+                socket.display()
+            ),
+        ),
     }
 }
 

@@ -36,7 +36,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     // Fail fast on a missing specs root, before loading any model.
     crate::index::list_specs(&settings)?;
     // L2 when the embedding runtime + model are available, else L1 with a warning (embed owns this).
-    let level = crate::embed::extras::for_index(&settings.cache_dir);
+    let level = crate::embed::extras::for_index();
     if let crate::embed::extras::Level::L1(_, why) = &level {
         output::warn(why);
     }
@@ -80,6 +80,20 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     ));
     if global.json {
         output::json(&out)?;
+    }
+    let lacking = match &level {
+        crate::embed::extras::Level::L2(x) => x.failed(),
+        crate::embed::extras::Level::L1(..) => Default::default(),
+    };
+    if !lacking.is_empty() {
+        for (file, why) in &lacking {
+            output::info(&format!("{file}: no vectors: {why}"));
+        }
+        output::error(&format!(
+            "{} spec(s) could not be embedded (listed above); the manifest records L1; fix the model (`kdd doctor`) and run `kdd index` again",
+            lacking.len()
+        ));
+        return Ok(ExitStatus::Failure);
     }
     if out.failed > 0 {
         output::error(&format!(

@@ -69,7 +69,7 @@ pub fn open_cache(
         }
     }
     if want_embedder && cache.level() >= crate::artifact::IndexLevel::L2 {
-        match query::embedder_for(cache.manifest(), Some(&settings.cache_dir)) {
+        match query::embedder_for(cache.manifest()) {
             Ok(e) => cache.set_embedder(e),
             Err(reason) => cache.set_embedder_unavailable(reason),
         }

@@ -1,5 +1,7 @@
 //! `kdd verify [--ref REF]`: exit 1 when the `.kdd-index/` committed at a revision does not
 //! equal a fresh index of that revision's specs (for CI, a server, or before a release).
+//! At an L2 manifest, nodes whose embeddable chunks have no committed vector are reported too
+//! (`lacking_vectors`; vectors cannot be recomputed without the model, but their keys can).
 
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use std::collections::BTreeMap;
@@ -22,12 +24,17 @@ pub struct Mismatch {
     pub extra: Vec<String>,
     pub different: Vec<String>,
     pub unreadable_specs: Vec<String>,
+    /// Node ids (L2 manifest only) whose embeddable chunks lack vectors.
+    pub lacking_vectors: Vec<String>,
 }
 
 impl Mismatch {
     /// True when the index matches.
     pub fn is_empty(&self) -> bool {
-        self.missing.is_empty() && self.extra.is_empty() && self.different.is_empty()
+        self.missing.is_empty()
+            && self.extra.is_empty()
+            && self.different.is_empty()
+            && self.lacking_vectors.is_empty()
     }
 }
 
@@ -57,13 +64,25 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
         .iter()
         .find(|(p, _)| p == &format!("{}/manifest.json", crate::artifact::INDEX_DIR))
         .map(|(_, b)| b.clone());
-    let (expected, diags) = crate::git::derive_index(settings, &specs, manifest.as_deref(), None);
     let actual: BTreeMap<String, Vec<u8>> = arts
         .into_iter()
         .map(|(p, b)| (p[crate::artifact::INDEX_DIR.len() + 1..].to_string(), b))
         .collect();
+    let audit = l2_model(manifest.as_deref()).map(|model| {
+        let vectors = actual
+            .iter()
+            .filter(|(p, _)| p.starts_with("embeddings/"))
+            .map(|(p, b)| (p.clone(), b.clone()))
+            .collect();
+        crate::embed::extras::VectorAudit::new(&model, vectors)
+    });
+    let extras = audit
+        .as_ref()
+        .map(|a| a as &dyn crate::index::ArtifactExtras);
+    let (expected, diags) = crate::git::derive_index(settings, &specs, manifest.as_deref(), extras);
     let mut m = Mismatch {
         unreadable_specs: diags.iter().map(|d| d.to_string()).collect(),
+        lacking_vectors: audit.map(|a| a.lacking()).unwrap_or_default(),
         ..Mismatch::default()
     };
     for (p, b) in &expected {
@@ -95,6 +114,15 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
     Ok(m)
 }
 
+/// The embedding model of an L2 manifest.
+fn l2_model(manifest: Option<&[u8]>) -> Option<String> {
+    let m: crate::artifact::Manifest = serde_json::from_slice(manifest?).ok()?;
+    if m.index_level < crate::artifact::IndexLevel::L2 {
+        return None;
+    }
+    m.embedding.map(|e| e.model)
+}
+
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     let settings = global.settings()?;
@@ -110,6 +138,9 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             for p in list {
                 output::data(&format!("{label}\t.kdd-index/{p}"))?;
             }
+        }
+        for id in &m.lacking_vectors {
+            output::data(&format!("no-vectors\t{id}"))?;
         }
         for d in &m.unreadable_specs {
             output::warn(d);
