@@ -19,6 +19,8 @@ pub const IDLE_S: u64 = 3;
 pub struct Env {
     pub run: tempfile::TempDir,
     pub real: bool,
+    /// `KDD_EMBED_IDLE_S` for this run.
+    pub idle_s: u64,
 }
 
 impl Env {
@@ -26,6 +28,7 @@ impl Env {
         Env {
             run: tempfile::tempdir().expect("tempdir"),
             real,
+            idle_s: IDLE_S,
         }
     }
 
@@ -52,7 +55,7 @@ impl Env {
         c.env_remove("KDD_NO_EMBED")
             .env_remove("KDD_EMBED_IDLE")
             .env("XDG_RUNTIME_DIR", self.run.path())
-            .env("KDD_EMBED_IDLE_S", IDLE_S.to_string())
+            .env("KDD_EMBED_IDLE_S", self.idle_s.to_string())
             .env("KDD_EMBED_WARM", "1");
         if self.real {
             c.env_remove("KDD_TEST_EMBEDDER");
@@ -252,7 +255,11 @@ fn server_running_while_five_commits_land_and_after_idle_real_model() {
 }
 
 fn eight_concurrent_clients(real: bool) {
-    let env = Env::new(real);
+    // Long enough for the slow debug `kdd doctor` below to find the service still up.
+    let env = Env {
+        idle_s: 30,
+        ..Env::new(real)
+    };
     let r = committed_repo(&env);
     let start = Instant::now();
     let outs: Vec<Output> = std::thread::scope(|s| {
@@ -279,6 +286,23 @@ fn eight_concurrent_clients(real: bool) {
         "one service per user and model: {sockets:?}"
     );
     println!("8 concurrent `kdd search --semantic` processes (real model: {real}): {wall:.2}s");
+    if real {
+        // `kdd doctor` shows the one shared service with its model and RSS.
+        let o = env.kdd(&r.dir, &["doctor", "--json", "--no-load"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor json");
+        let c = v["checks"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["name"] == "embed-service"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no embed-service check: {v}"));
+        assert_eq!(c["status"], "ok", "{c}");
+        let msg = c["message"].as_str().unwrap();
+        assert!(
+            msg.contains("one shared service") && msg.contains("MB RSS"),
+            "{msg}"
+        );
+        println!("doctor: {msg}");
+    }
     // Throughput of 8 concurrent connections on the one service.
     let spec = if real {
         match kdd::embed::model::discover() {
