@@ -8,7 +8,8 @@
 //! - [`Shared::short_lived`] — for the CLI: the per-user warm service ([`super::warm`]) with its
 //!   reconnect-or-load-in-process fallback ([`super::warm::Resilient`]).
 //!
-//! Invariants: the model id is known before loading (from discovery), so a mismatch with the
+//! Invariants: a model that is not installed is an error at once (not at the first query); the
+//! model id is known before loading (from discovery), so a mismatch with the
 //! index manifest is reported without loading anything; a load failure is remembered and
 //! reported on every later query (with the reason, never a silent L1); the hashed test embedder
 //! (`KDD_TEST_EMBEDDER=1`) stands in for the model in both modes.
@@ -68,6 +69,20 @@ impl Shared {
     }
 
     fn new(source: Source) -> Result<Shared, Error> {
+        // A model that is plainly not installed is reported now, not at the first query.
+        if let Source::InProcess(ModelChoice::Model(spec)) | Source::Warm(spec) = &source {
+            if let Some(missing) = spec.missing_file() {
+                return Err(Error::ModelMissing {
+                    model: spec.id.clone(),
+                    path: missing,
+                });
+            }
+            if !spec.is_test() && !spec.runtime.exists() {
+                return Err(Error::RuntimeMissing {
+                    path: spec.runtime.clone(),
+                });
+            }
+        }
         let id = match &source {
             Source::InProcess(c) => c.model_id().ok_or(Error::Disabled)?,
             Source::Warm(spec) => spec.id.clone(),
