@@ -6,6 +6,13 @@
 //! load) and its RSS; commit latency while the server runs (one commit that starts the warm
 //! service, then five); the service's RSS; the first semantic query after the service's idle
 //! exit; the throughput of 8 concurrent clients on the one service.
+//!
+//! Measured (2 shared cores, load average ~10, multilingual-e5-small-int8, 40 specs): server
+//! first semantic query 4.6 s (model load in-process), server RSS 713 MB; commits with the
+//! server running 0.22–0.30 s (before: 60.3 s); warm service RSS 708 MB, one per user (before:
+//! 707 MB per repository); 8 concurrent clients 159 queries/s; first semantic query after the
+//! service's idle exit 168 ms, semantic. RSS floor: the tokenizer alone holds ~280 MB (HF
+//! tokenizers' unigram trie for 250k pieces, measured standalone), the ONNX session ~400 MB.
 
 use kdd::cli::output;
 use kdd::embed::model::{discover, ModelChoice};
