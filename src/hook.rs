@@ -189,9 +189,17 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         .filter(|p| git::is_spec_path(root, p))
         .collect();
     let conflicted_arts = git::conflicted_paths(&index, INDEX_DIR);
+    // Staged symbolic links named like specs are never read (their blob is a link target):
+    // the same per-file error as `kdd index`, so a linked spec never flip-flops.
+    let link_errors: Vec<Diagnostic> = git::index_links(&index, root)
+        .into_iter()
+        .filter(|p| git::is_spec_path(root, p))
+        .map(|p| crate::source::symlink_diagnostic(&crate::source::printable(&p)))
+        .collect();
     let mut report = Report {
         specs: specs.len(),
         conflicted_specs: conflicted_specs.iter().cloned().collect(),
+        diagnostics: link_errors.clone(),
         ..Report::default()
     };
     let mut state = State::load(settings);
@@ -250,7 +258,9 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         let m = expected_manifest(&mut specs.keys().map(String::as_str), None);
         if m.as_ref().map(|b| git::blob_id(&repo, b)) == arts.get(&manifest_key).copied() {
             report.fast_path = true;
-            let _ = std::fs::write(&stamp_file, &current_stamp);
+            if link_errors.is_empty() {
+                let _ = std::fs::write(&stamp_file, &current_stamp);
+            }
             return Ok(report);
         }
     }

@@ -309,8 +309,10 @@ fn load_record(
     let node: Node = read_node(&node_path).map_err(|e| e.to_string())?;
     let links = read_links(&index_dir.join("edges").join(format!("{stem}.jsonl")))
         .map_err(|e| e.to_string())?;
-    let src = repo_root.join(&node.source_file);
-    let (fields, sections, stale, extracted) = match std::fs::read(&src) {
+    // The committed `source_file` is checked and read under the one rule (`crate::source`):
+    // never an absolute path, `..`, a link or a device; anything else is a stale node.
+    let bytes = crate::source::read_spec(repo_root, &node.source_file, specs_root);
+    let (fields, sections, stale, extracted) = match bytes {
         Ok(bytes) => {
             let stale = blake3::hash(&bytes).to_hex().as_str() != node.source_hash;
             let (f, s, x) = parse_spec_full(&node.source_file, &bytes, specs_root);

@@ -10,7 +10,7 @@
 mod artifacts;
 
 pub use artifacts::{
-    derive_index, derive_manifest, derive_spec, is_spec_path, kdd_yaml_path, Derived,
+    derive_index, derive_manifest, derive_spec, is_spec_path, kdd_yaml_path, Derived, DerivedIndex,
 };
 
 use gix::ObjectId;
@@ -96,9 +96,22 @@ fn under(path: &str, prefix: &str) -> bool {
             && path.as_bytes()[prefix.len()] == b'/')
 }
 
-/// Staged (stage 0) blobs under `prefix` (`""` = everything) of a loaded index.
+/// Staged (stage 0) blobs under `prefix` (`""` = everything) of a loaded index. Symbolic links
+/// (mode 120000) are never returned: their blob is a link target, not a file's bytes (see
+/// [`index_links`] and [`crate::source`]).
 pub fn index_entries(index: &gix::index::File, prefix: &str) -> Entries {
+    index_entries_and_links(index, prefix).0
+}
+
+/// Staged (stage 0) symbolic links under `prefix`, sorted: each spec path among them is the
+/// per-file error [`crate::source::symlink_diagnostic`], as in `kdd index`.
+pub fn index_links(index: &gix::index::File, prefix: &str) -> Vec<String> {
+    index_entries_and_links(index, prefix).1
+}
+
+fn index_entries_and_links(index: &gix::index::File, prefix: &str) -> (Entries, Vec<String>) {
     let mut out = Entries::new();
+    let mut links = Vec::new();
     let entries = if prefix.is_empty() {
         Some(index.entries())
     } else {
@@ -115,11 +128,17 @@ pub fn index_entries(index: &gix::index::File, prefix: &str) -> Entries {
             continue;
         }
         let p = e.path(index).to_string();
-        if under(&p, prefix) {
+        if !under(&p, prefix) {
+            continue;
+        }
+        if e.mode == gix::index::entry::Mode::SYMLINK {
+            links.push(p);
+        } else {
             out.insert(p, e.id);
         }
     }
-    out
+    links.sort();
+    (out, links)
 }
 
 /// A digest of every entry (path, stage, mode, blob id) under the given prefixes of a loaded
@@ -164,13 +183,23 @@ pub fn staged_entries(repo: &gix::Repository, prefix: &str) -> Result<Entries, E
 }
 
 /// Blobs under `prefix` in the tree of `rev` (`HEAD`, a branch, a commit id). An unborn `HEAD`
-/// gives an empty map (the first commit diffs against the empty tree).
+/// gives an empty map (the first commit diffs against the empty tree). Symbolic links are never
+/// returned (see [`tree_entries_and_links`]).
 pub fn tree_entries(repo: &gix::Repository, rev: &str, prefix: &str) -> Result<Entries, Error> {
+    Ok(tree_entries_and_links(repo, rev, prefix)?.0)
+}
+
+/// [`tree_entries`] plus the sorted paths of the symbolic links under `prefix` (never read).
+pub fn tree_entries_and_links(
+    repo: &gix::Repository,
+    rev: &str,
+    prefix: &str,
+) -> Result<(Entries, Vec<String>), Error> {
     let id = match repo.rev_parse_single(rev) {
         Ok(id) => id,
         Err(e) => {
             if rev == "HEAD" && repo.head_id().is_err() {
-                return Ok(Entries::new());
+                return Ok((Entries::new(), Vec::new()));
             }
             return Err(read_err(format!("revision {rev}"))(e));
         }
@@ -190,7 +219,7 @@ pub fn tree_entries(repo: &gix::Repository, rev: &str, prefix: &str) -> Result<E
                 .object()
                 .map_err(read_err(format!("{rev}:{prefix}")))?
                 .into_tree(),
-            _ => return Ok(Entries::new()),
+            _ => return Ok((Entries::new(), Vec::new())),
         }
     };
     let mut rec = gix::traverse::tree::Recorder::default();
@@ -198,17 +227,23 @@ pub fn tree_entries(repo: &gix::Repository, rev: &str, prefix: &str) -> Result<E
         .breadthfirst(&mut rec)
         .map_err(read_err(format!("{rev}:{prefix}")))?;
     let mut out = Entries::new();
+    let mut links = Vec::new();
     for e in rec.records {
-        if e.mode.is_blob() || e.mode.is_link() {
-            let p = if prefix.is_empty() {
+        let p = || {
+            if prefix.is_empty() {
                 e.filepath.to_string()
             } else {
                 format!("{prefix}/{}", e.filepath)
-            };
-            out.insert(p, e.oid);
+            }
+        };
+        if e.mode.is_link() {
+            links.push(p());
+        } else if e.mode.is_blob() {
+            out.insert(p(), e.oid);
         }
     }
-    Ok(out)
+    links.sort();
+    Ok((out, links))
 }
 
 /// The bytes of a blob.
@@ -218,7 +253,8 @@ pub fn read_blob(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>, Error>
         .map_err(read_err(format!("blob {id}")))
 }
 
-/// Every file under `prefix` at `rev` with its bytes (for bare repositories: `serve`, `verify`).
+/// Every regular file under `prefix` at `rev` with its bytes (for bare repositories: `serve`,
+/// `verify`); symbolic links are never read.
 pub fn read_tree_files(
     repo: &gix::Repository,
     rev: &str,

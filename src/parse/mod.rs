@@ -12,14 +12,15 @@ pub mod gherkin;
 pub mod heading;
 mod markdown;
 pub mod wikilink;
+pub mod yaml;
 
 use crate::spec::{Diagnostic, Section, Severity};
 use serde_json::{Map, Value};
 
 pub use heading::{fold, section_key};
 
-/// Files larger than this are skipped with an error (specs are small; this is a safety cap).
-pub const MAX_SPEC_BYTES: usize = 5 * 1024 * 1024;
+/// Files larger than this are skipped with an error (the one cap of [`crate::source`]).
+pub use crate::source::MAX_SPEC_BYTES;
 
 /// Where a link sits inside a table block: row 0 is the header row, body rows start at 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +154,7 @@ pub fn parse(path: &str, bytes: &[u8]) -> Result<Document, Diagnostic> {
         doc.has_front_matter = fm.present;
         match fm.parse() {
             Ok(map) => doc.front_matter = map,
+            Err(e) if e.fatal => return Err(diag(path, Severity::Error, e.line, e.message)),
             Err(e) => diagnostics.push(diag(path, Severity::Warning, e.line, e.message)),
         }
         doc

@@ -355,27 +355,12 @@ impl Mirror {
     }
 }
 
-/// Spec paths of the mirror whose node is missing (for reports).
+/// Spec paths of a tree (the mirror or a work tree) under the one reading rule of
+/// [`crate::source`]: regular files only, links never followed.
 pub fn specs_in(tree: &Path, specs_root: &str) -> BTreeSet<String> {
-    fn walk(dir: &Path, rel: &str, out: &mut BTreeSet<String>) {
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let child = format!("{rel}/{name}");
-            match e.file_type() {
-                Ok(t) if t.is_dir() => walk(&e.path(), &child, out),
-                Ok(t) if t.is_file() && (name.ends_with(".md") || name.ends_with(".feature")) => {
-                    out.insert(child);
-                }
-                _ => {}
-            }
-        }
-    }
-    let mut out = BTreeSet::new();
-    walk(&tree.join(specs_root), specs_root, &mut out);
-    out
+    crate::source::walk_specs(tree, specs_root)
+        .map(|w| w.files.into_iter().collect())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

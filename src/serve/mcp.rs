@@ -478,13 +478,16 @@ fn read(engine: &Engine, loaded: &super::Loaded, p: &ReadParams) -> Result<Value
         }
         (None, Some(path)) => {
             let specs = engine.specs_dir();
-            let real = super::confined_path(&specs, path)?;
-            let root =
-                std::fs::canonicalize(engine.tree_root()).map_err(|_| ApiError::unavailable())?;
-            let rel = real
-                .strip_prefix(&root)
-                .map(|r| r.to_string_lossy().replace('\\', "/"))
-                .unwrap_or_default();
+            // Escapes and missing files keep their codes; the bytes then come only through the
+            // one reading rule (`crate::source`): no link is followed, even inside the root.
+            super::confined_path(&specs, path)?;
+            let norm = crate::config::normalize_rel(path.trim()).unwrap_or_default();
+            let specs_root = engine.settings.specs_root.as_str();
+            let rel = if specs_root.is_empty() {
+                norm
+            } else {
+                format!("{specs_root}/{norm}")
+            };
             let id = loaded
                 .briefs
                 .iter()
@@ -493,13 +496,20 @@ fn read(engine: &Engine, loaded: &super::Loaded, p: &ReadParams) -> Result<Value
             match id.and_then(|id| snap.node(&id).ok().flatten()) {
                 Some(r) => r,
                 None => {
-                    let md = std::fs::metadata(&real).map_err(|_| ApiError::unavailable())?;
-                    if md.len() > 1024 * 1024 {
-                        return Err(ApiError::bad("SPEC_TOO_LARGE", "spec file over 1 MB"));
-                    }
-                    let text = std::fs::read(&real)
-                        .map(|b| String::from_utf8_lossy(&b).into_owned())
-                        .map_err(|_| ApiError::unavailable())?;
+                    use crate::source::Error as E;
+                    let bytes = crate::source::read_spec(&engine.tree_root(), &rel, specs_root)
+                        .map_err(|e| match e {
+                            E::TooLarge { .. } => {
+                                ApiError::bad("SPEC_TOO_LARGE", "spec file over the size limit")
+                            }
+                            E::Io { .. } => ApiError::new(
+                                404,
+                                "SPEC_NOT_FOUND",
+                                format!("no spec file `{}` under the specs root", e.path()),
+                            ),
+                            _ => ApiError::bad("PATH_OUTSIDE_SPECS", e.to_string()),
+                        })?;
+                    let text = String::from_utf8_lossy(&bytes).into_owned();
                     return Ok(json!({
                         "node_id": null,
                         "source_file": rel,

@@ -337,8 +337,15 @@ impl Engine {
         for (file, hash) in &loaded.files {
             seen.insert(file.as_str());
             let abs = repo_root.join(file);
-            let Ok(md) = std::fs::metadata(&abs) else {
-                scan.stale_specs.push(file.clone());
+            // Committed paths are checked before any stat or read (see `crate::source`).
+            let checked = crate::source::check_rel(file, &self.settings.specs_root);
+            let Ok(md) = checked.and_then(|_| {
+                std::fs::symlink_metadata(&abs).map_err(|source| crate::source::Error::Io {
+                    path: file.clone(),
+                    source,
+                })
+            }) else {
+                scan.stale_specs.push(crate::source::printable(file));
                 continue;
             };
             let mtime = md
@@ -350,7 +357,7 @@ impl Engine {
             let h = match memo.get(file) {
                 Some((l, m, h)) if *l == md.len() && *m == mtime => h.clone(),
                 _ => {
-                    let h = std::fs::read(&abs)
+                    let h = crate::source::read_spec(&repo_root, file, &self.settings.specs_root)
                         .map(|b| blake3::hash(&b).to_hex().to_string())
                         .unwrap_or_default();
                     memo.insert(file.clone(), (md.len(), mtime, h.clone()));
