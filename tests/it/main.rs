@@ -6,6 +6,7 @@
 mod core;
 mod demo;
 mod embed;
+mod fuzz_parse;
 mod git;
 mod hostile;
 mod query;

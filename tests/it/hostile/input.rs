@@ -1,1 +1,429 @@
-//! Hostile cases: input (see the module doc in `mod.rs`).
+//! Hostile cases: input (see the module doc in `mod.rs`). Each attack is committed through real
+//! git (the real pre-commit hook, a fresh clone, a bare repository with the real post-receive
+//! shim) and every reader is asserted: `kdd index`, the hook, `verify`, `status`,
+//! `search --lexical`, `query`, MCP `kdd_read`. The foreign file holds a unique marker that must
+//! never appear in any output. Memory is bounded by running the binary under `ulimit -d` (heap
+//! only: LMDB's 8 GB map is file-backed and does not count) and measured with `/usr/bin/time`.
+
+use crate::repo::{bin_dir, command, text, Repo};
+use std::path::Path;
+use std::process::Output;
+use std::time::Instant;
+
+/// Unique text of the foreign file (outside the repository).
+const MARKER: &str = "zqxforeignmarker";
+/// Heap cap of every bounded run, in KiB (`ulimit -d`).
+const HEAP_KIB: u64 = 1024 * 1024;
+
+fn spec(id: &str, kind: &str, body: &str) -> String {
+    format!(
+        "---\nid: {id}\nkind: {kind}\nstatus: draft\n---\n\n# {id}\n\n## Descripción\n\n{body}\n"
+    )
+}
+
+/// A repository with `kdd install` (hooks, merge driver) and two specs committed by the hook.
+fn installed() -> Repo {
+    let r = Repo::new();
+    let o = r.kdd(&["install"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    r.write(
+        "specs/01-domain/entities/Pedido.md",
+        &spec("Pedido", "entity", "Un pedido de compra con [[Usuario]]."),
+    );
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &spec("Usuario", "entity", "Una persona que compra."),
+    );
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "init"]);
+    r
+}
+
+/// Write the foreign file next to (outside) the repository; returns its absolute path.
+fn foreign(r: &Repo) -> std::path::PathBuf {
+    let p = r.tmp.path().join("foreign.md");
+    std::fs::write(
+        &p,
+        format!("# Foreign\n\nroot daemon nologin {MARKER} secret\n"),
+    )
+    .unwrap();
+    p
+}
+
+/// A run of a program under the heap cap: output, peak RSS (KiB) and wall time.
+struct Bounded {
+    out: Output,
+    rss_kib: u64,
+    secs: f64,
+}
+
+impl Bounded {
+    fn all(&self) -> String {
+        let (o, e) = text(&self.out);
+        format!("{o}\n{e}")
+    }
+}
+
+fn bounded_env(dir: &Path, program: &str, args: &[&str], env: &[(&str, &str)]) -> Bounded {
+    let stats = tempfile::NamedTempFile::new().unwrap();
+    let script = format!(
+        "ulimit -d {HEAP_KIB}; exec /usr/bin/time -o '{}' -f '%M %e' \"$@\"",
+        stats.path().display()
+    );
+    let mut c = command("bash", dir);
+    c.args(["-c", &script, "bounded", program]).args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let t = Instant::now();
+    let out = c.output().expect("run bounded");
+    let secs = t.elapsed().as_secs_f64();
+    let s = std::fs::read_to_string(stats.path()).unwrap_or_default();
+    let rss_kib = s
+        .lines()
+        .last()
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    Bounded { out, rss_kib, secs }
+}
+
+fn bounded(dir: &Path, program: &str, args: &[&str]) -> Bounded {
+    bounded_env(dir, program, args, &[])
+}
+
+fn kdd_bin() -> String {
+    env!("CARGO_BIN_EXE_kdd").to_string()
+}
+
+/// Assert the run exited by itself (no signal) and shows no foreign byte.
+fn clean(what: &str, b: &Bounded) {
+    let all = b.all();
+    assert!(
+        b.out.status.code().is_some(),
+        "{what}: killed by a signal\n{all}"
+    );
+    assert!(!all.contains(MARKER), "{what}: foreign bytes leaked\n{all}");
+    assert!(
+        !all.contains("nologin"),
+        "{what}: foreign bytes leaked\n{all}"
+    );
+}
+
+/// Every reader of a work tree: none may show the marker.
+fn readers_stay_clean(dir: &Path) {
+    for args in [
+        vec![
+            "search",
+            "--lexical",
+            "root daemon nologin zqxforeignmarker",
+        ],
+        vec!["query", "root daemon nologin zqxforeignmarker"],
+        vec!["status"],
+        vec!["verify"],
+    ] {
+        let b = bounded(dir, &kdd_bin(), &args);
+        clean(&args.join(" "), &b);
+    }
+}
+
+#[test]
+fn committed_symlinks_are_never_followed() {
+    let r = installed();
+    let f = foreign(&r);
+    std::os::unix::fs::symlink(&f, r.dir.join("specs/01-domain/entities/Notes.md")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", r.dir.join("specs/01-domain/entities/Pw.md"))
+        .unwrap();
+    std::os::unix::fs::symlink("/dev/zero", r.dir.join("specs/01-domain/entities/Zero.md"))
+        .unwrap();
+    std::os::unix::fs::symlink(r.tmp.path(), r.dir.join("specs/outside")).unwrap();
+    r.git(&["add", "-A"]);
+    // The hook: one per-file error per linked spec, the commit goes ahead.
+    let c = bounded(&r.dir, "git", &["commit", "-qm", "links"]);
+    clean("pre-commit", &c);
+    assert!(c.out.status.success(), "{}", c.all());
+    for name in ["Notes.md", "Pw.md", "Zero.md"] {
+        let line = format!("entities/{name}: is a symbolic link");
+        assert!(c.all().contains(&line), "hook: {line}\n{}", c.all());
+    }
+    let committed = r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index"]);
+    assert!(
+        !committed.contains("Notes") && !committed.contains("Zero"),
+        "{committed}"
+    );
+    // `kdd index` gives the same diagnostics (no flip-flop) and writes nothing new.
+    let i = bounded(&r.dir, &kdd_bin(), &["index"]);
+    clean("index", &i);
+    for name in ["Notes.md", "Pw.md", "Zero.md"] {
+        let line = format!("entities/{name}: is a symbolic link");
+        assert!(i.all().contains(&line), "index: {line}\n{}", i.all());
+    }
+    assert!(
+        r.git(&["status", "--porcelain", ".kdd-index"]).is_empty(),
+        "kdd index and the hook disagree"
+    );
+    readers_stay_clean(&r.dir);
+    // A fresh clone checks the links out again: still never read.
+    let clone = r.tmp.path().join("clone");
+    r.git(&[
+        "clone",
+        "-q",
+        r.dir.to_str().unwrap(),
+        clone.to_str().unwrap(),
+    ]);
+    readers_stay_clean(&clone);
+    // MCP kdd_read of the linked path is refused, never read.
+    let mut m = Mcp::start(&r.dir);
+    let read = m.call(r#"{"name":"kdd_read","arguments":{"path":"01-domain/entities/Notes.md"}}"#);
+    assert!(!read.contains(MARKER), "{read}");
+    let read = m.call(r#"{"name":"kdd_read","arguments":{"node":"Notes"}}"#);
+    assert!(!read.contains(MARKER), "{read}");
+}
+
+/// A node artifact naming `source_file` (written by hand, committed without the hook).
+fn plant_node(r: &Repo, id: &str, source_file: &str) {
+    let node = serde_json::json!({
+        "id": id, "kind": "entity", "source_file": source_file,
+        "source_hash": "0".repeat(64), "title": id, "status": "draft",
+        "aliases": [], "domain": null, "layer": "01-domain"
+    });
+    r.write(
+        &format!(".kdd-index/nodes/entity/{id}.json"),
+        &serde_json::to_string_pretty(&node).unwrap(),
+    );
+}
+
+#[test]
+fn crafted_artifact_paths_are_never_read() {
+    let r = installed();
+    let f = foreign(&r);
+    plant_node(&r, "Abs", f.to_str().unwrap());
+    plant_node(&r, "Up", "../foreign.md");
+    plant_node(&r, "Pw", "/etc/passwd");
+    plant_node(&r, "Dots", "specs/../../foreign.md");
+    r.git(&["add", "-A"]);
+    let o = command("git", &r.dir)
+        .args(["commit", "-qm", "crafted"])
+        .env("KDD_HOOK", "0")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    readers_stay_clean(&r.dir);
+    let s = bounded(&r.dir, &kdd_bin(), &["status"]);
+    assert!(s.all().contains("invalid source_file"), "{}", s.all());
+    let clone = r.tmp.path().join("clone");
+    r.git(&[
+        "clone",
+        "-q",
+        r.dir.to_str().unwrap(),
+        clone.to_str().unwrap(),
+    ]);
+    readers_stay_clean(&clone);
+    // A bare server repository after post-receive (the mirror is built from the tree).
+    let bare = r.tmp.path().join("server.git");
+    let (b, log) = push_to_bare(&r, &bare);
+    clean("post-receive", &b);
+    assert!(log.contains("kdd: refs/heads/main"), "{log}");
+    // The bare repository is queried through the server engine (MCP here).
+    let mut m = Mcp::start(&bare);
+    let q = m.call(
+        r#"{"name":"kdd_query","arguments":{"query":"root daemon nologin zqxforeignmarker"}}"#,
+    );
+    assert!(q.contains("\"result\""), "{q}");
+    assert!(!q.contains(MARKER) && !q.contains("nologin:"), "{q}");
+    for id in ["Abs", "Up", "Pw", "Dots", "Pedido"] {
+        let call = format!(r#"{{"name":"kdd_read","arguments":{{"node":"{id}"}}}}"#);
+        let read = m.call(&call);
+        assert!(
+            !read.contains(MARKER) && !read.contains("nologin"),
+            "{read}"
+        );
+        if id == "Pedido" {
+            assert!(read.contains("Un pedido de compra"), "{read}");
+        }
+    }
+}
+
+/// Create `bare`, install the post-receive shim, push `r`'s main to it (bounded).
+fn push_to_bare(r: &Repo, bare: &Path) -> (Bounded, String) {
+    r.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
+    let hook = bare.join("hooks/post-receive");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("hooks/post-receive"),
+        &hook,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let hook_bin = bin_dir().join("kdd-hook");
+    let b = bounded_env(
+        &r.dir,
+        "git",
+        &["push", "-q", bare.to_str().unwrap(), "HEAD:main"],
+        &[("KDD_HOOK_BIN", hook_bin.to_str().unwrap())],
+    );
+    assert!(b.out.status.success(), "push: {}", b.all());
+    let log = text(&b.out).1;
+    (b, log)
+}
+
+/// The "billion laughs" front-matter: 9 levels of 9 aliases (9^9 nodes when expanded).
+fn bomb() -> String {
+    let mut s = String::from(
+        "---\nid: Bomb\nkind: entity\na0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n",
+    );
+    for i in 1..9 {
+        let refs = vec![format!("*a{}", i - 1); 9].join(", ");
+        s.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+    }
+    s.push_str("---\n\n# Bomb\n");
+    s
+}
+
+#[test]
+fn yaml_bomb_is_a_bounded_per_file_error_everywhere() {
+    let r = installed();
+    let text_of_bomb = bomb();
+    assert!(text_of_bomb.len() < 700, "{}", text_of_bomb.len());
+    r.write("specs/01-domain/entities/Bomb.md", &text_of_bomb);
+    r.git(&["add", "-A"]);
+    let mut figures = Vec::new();
+    let mut check = |what: &str, b: &Bounded| {
+        clean(what, b);
+        assert!(
+            b.all().contains("entities/Bomb.md"),
+            "{what}: no per-file error\n{}",
+            b.all()
+        );
+        assert!(b.rss_kib < 200 * 1024, "{what}: {} KiB RSS", b.rss_kib);
+        assert!(b.secs < 10.0, "{what}: {:.2}s", b.secs);
+        figures.push(format!("{what}: {:.2}s {} KiB", b.secs, b.rss_kib));
+    };
+    let c = bounded(&r.dir, "git", &["commit", "-qm", "bomb"]);
+    assert!(c.out.status.success(), "{}", c.all());
+    check("pre-commit", &c);
+    check("index", &bounded(&r.dir, &kdd_bin(), &["index"]));
+    check("verify", &bounded(&r.dir, &kdd_bin(), &["verify"]));
+    check("status", &bounded(&r.dir, &kdd_bin(), &["status"]));
+    let bare = r.tmp.path().join("server.git");
+    let (b, log) = push_to_bare(&r, &bare);
+    assert!(log.contains("kdd: refs/heads/main"), "{log}");
+    clean("post-receive", &b);
+    assert!(
+        b.rss_kib < 200 * 1024,
+        "post-receive: {} KiB RSS",
+        b.rss_kib
+    );
+    figures.push(format!("post-receive: {:.2}s {} KiB", b.secs, b.rss_kib));
+    println!(
+        "yaml bomb ({} bytes): {}",
+        text_of_bomb.len(),
+        figures.join("; ")
+    );
+}
+
+#[test]
+fn verify_reports_extra_and_stale_artifacts_whatever_the_diagnostics() {
+    let r = installed();
+    // A spec with a warning (malformed YAML) and one that cannot be indexed at all.
+    r.write(
+        "specs/01-domain/entities/Warn.md",
+        "---\nid: Warn\nkind: [entity\n---\n# Warn\n",
+    );
+    r.write("specs/01-domain/entities/Bomb.md", &bomb());
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "diagnostics"]);
+    let v = r.kdd(&["verify"]);
+    assert!(v.status.success(), "{:?}", text(&v));
+    assert!(text(&v).1.contains("Bomb.md"), "{:?}", text(&v));
+    // Now an extra artifact and a stale one, committed without the hook.
+    plant_node(&r, "Ghost", "specs/01-domain/entities/Ghost.md");
+    let node = ".kdd-index/nodes/entity/Pedido.json";
+    let stale = r.read(node).replace("\"Pedido\"", "\"Pedido2\"");
+    r.write(node, &stale);
+    r.git(&["add", "-A"]);
+    let o = command("git", &r.dir)
+        .args(["commit", "-qm", "tamper"])
+        .env("KDD_HOOK", "0")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let v = r.kdd(&["verify", "--json"]);
+    assert_eq!(v.status.code(), Some(1), "{:?}", text(&v));
+    let m: serde_json::Value = serde_json::from_slice(&v.stdout).unwrap();
+    assert_eq!(
+        m["extra"],
+        serde_json::json!(["nodes/entity/Ghost.json"]),
+        "{m}"
+    );
+    assert_eq!(m["different"], serde_json::json!([node[11..]]), "{m}");
+    assert!(m["unreadable_specs"].to_string().contains("Bomb.md"), "{m}");
+}
+
+/// A minimal `kdd mcp` session (initialize, then tool calls as raw JSON).
+struct Mcp {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+    next: u64,
+}
+
+impl Mcp {
+    fn start(dir: &Path) -> Mcp {
+        let mut child = command(env!("CARGO_BIN_EXE_kdd"), dir)
+            .arg("mcp")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("kdd mcp");
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut m = Mcp {
+            child,
+            out,
+            next: 1,
+        };
+        m.request(
+            "initialize",
+            r#"{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}"#,
+        );
+        m.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        m
+    }
+
+    fn send(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: &str) -> String {
+        use std::io::BufRead;
+        let id = self.next;
+        self.next += 1;
+        self.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#
+        ));
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.out.read_line(&mut line).unwrap() == 0 {
+                panic!("kdd mcp closed stdout");
+            }
+            if line.contains(&format!("\"id\":{id}")) {
+                return line;
+            }
+        }
+    }
+
+    fn call(&mut self, params: &str) -> String {
+        self.request("tools/call", params)
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
