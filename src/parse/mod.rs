@@ -1,5 +1,9 @@
 //! Parse: spec bytes → [`Document`] (front-matter, title, sections with blocks, wiki-links).
 //!
+//! Bounded: before any parser runs, [`limits::check`] refuses structures whose cost grows with
+//! their count or depth, and YAML loads only through the budgeted [`yaml::load`]; a refused
+//! file is a per-file error naming the file.
+//!
 //! No I/O and no knowledge of kinds: routing and per-kind extraction happen in
 //! [`crate::extract`]. Markdown is parsed with pulldown-cmark (CommonMark + GFM tables), so code
 //! spans and fences never yield links or headings; `.feature` files go through a small Gherkin
@@ -10,6 +14,7 @@
 pub mod frontmatter;
 pub mod gherkin;
 pub mod heading;
+pub mod limits;
 mod markdown;
 pub mod wikilink;
 pub mod yaml;
@@ -138,6 +143,9 @@ pub fn parse(path: &str, bytes: &[u8]) -> Result<Document, Diagnostic> {
         }
     };
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    if let Err(e) = limits::check(text, path.ends_with(".feature")) {
+        return Err(diag(path, Severity::Error, Some(e.line), e.message));
+    }
     if text.trim().is_empty() {
         diagnostics.push(diag(
             path,

@@ -323,6 +323,49 @@ fn yaml_bomb_is_a_bounded_per_file_error_everywhere() {
 }
 
 #[test]
+fn oversized_structures_are_bounded_per_file_errors() {
+    let r = installed();
+    let dir = "specs/01-domain/entities";
+    let files = [
+        (
+            "Links.md",
+            format!("# Links\n\n{}\n", "[[Pedido]] ".repeat(10_001)),
+        ),
+        ("Heads.md", format!("# H\n\n{}", "## h\n".repeat(5_001))),
+        ("Quote.md", format!("# Q\n\n{} deep\n", ">".repeat(100_000))),
+        ("Nest.md", format!("# N\n\n{}- x\n", " ".repeat(10_000))),
+        ("Cells.md", format!("# C\n\n{}\n", "|x".repeat(200_001))),
+        (
+            "Long.feature",
+            format!("Feature: F\n{}", "  Given x\n".repeat(50_001)),
+        ),
+    ];
+    for (name, body) in &files {
+        r.write(&format!("{dir}/{name}"), body);
+    }
+    r.git(&["add", "-A"]);
+    let c = bounded(&r.dir, "git", &["commit", "-qm", "big"]);
+    let i = bounded(&r.dir, &kdd_bin(), &["index"]);
+    for (what, b) in [("pre-commit", &c), ("index", &i)] {
+        clean(what, b);
+        assert!(b.rss_kib < 200 * 1024, "{what}: {} KiB", b.rss_kib);
+        for (name, _) in &files {
+            let line = format!("{dir}/{name}:");
+            assert!(
+                b.all().contains(&line),
+                "{what}: no error for {name}\n{}",
+                b.all()
+            );
+        }
+        println!(
+            "oversized structures, {what}: {:.2}s {} KiB",
+            b.secs, b.rss_kib
+        );
+    }
+    assert!(r.git(&["status", "--porcelain", ".kdd-index"]).is_empty());
+}
+
+#[test]
 fn verify_reports_extra_and_stale_artifacts_whatever_the_diagnostics() {
     let r = installed();
     // A spec with a warning (malformed YAML) and one that cannot be indexed at all.
