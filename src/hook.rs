@@ -529,7 +529,7 @@ pub fn conflict_marker_files(index_dir: &Path) -> Vec<String> {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if let Ok(b) = std::fs::read(&p) {
+            } else if let Ok(b) = crate::artifact::read_artifact(&p) {
                 if has_conflict_markers(&b) {
                     out.push(
                         p.strip_prefix(index_dir)

@@ -2,6 +2,10 @@
 //!
 //! Rendering is pure (`render_*` → bytes) so the merge driver and tests can produce the exact
 //! bytes `kdd index` would write; [`write_if_changed`] is the only writer.
+//!
+//! Every artifact read goes through [`read_artifact`]: the one no-follow, bounded read of
+//! [`crate::source`] (a committed symlink `.kdd-index/…` → `/dev/zero` or a file outside the
+//! repository is never followed; nothing over [`MAX_ARTIFACT_BYTES`] is read).
 
 use super::{ArtifactPaths, Error, Manifest, FORMAT_VERSION};
 use crate::spec::{LinkRecord, Node};
@@ -14,6 +18,20 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// Largest artifact file read (vector files of the largest spec are a few MB).
+pub const MAX_ARTIFACT_BYTES: usize = 64 << 20;
+
+/// Read an artifact file: regular files only, never through a final symlink, at most
+/// [`MAX_ARTIFACT_BYTES`]. A missing file keeps `ErrorKind::NotFound`; a link, device or
+/// oversized file is `ErrorKind::InvalidData` with the reason.
+pub fn read_artifact(path: &Path) -> std::io::Result<Vec<u8>> {
+    let shown = path.display().to_string();
+    crate::source::read_regular(path, &shown, MAX_ARTIFACT_BYTES).map_err(|e| match e {
+        crate::source::Error::Io { source, .. } => source,
+        other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
+    })
 }
 
 /// Canonical bytes of a node file: pretty JSON (2 spaces), fixed key order, trailing `\n`.
@@ -44,7 +62,7 @@ pub fn render_manifest(m: &Manifest) -> Vec<u8> {
 
 /// Parse a node file.
 pub fn read_node(path: &Path) -> Result<Node, Error> {
-    let bytes = std::fs::read(path).map_err(io(path))?;
+    let bytes = read_artifact(path).map_err(io(path))?;
     serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -53,7 +71,7 @@ pub fn read_node(path: &Path) -> Result<Node, Error> {
 
 /// Parse an edges file (a missing file is an empty list).
 pub fn read_links(path: &Path) -> Result<Vec<LinkRecord>, Error> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match read_artifact(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io(path)(e)),
@@ -75,7 +93,7 @@ pub fn read_links(path: &Path) -> Result<Vec<LinkRecord>, Error> {
 
 /// Parse the manifest, checking its format version.
 pub fn read_manifest(path: &Path) -> Result<Manifest, Error> {
-    let bytes = std::fs::read(path).map_err(io(path))?;
+    let bytes = read_artifact(path).map_err(io(path))?;
     let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -94,7 +112,7 @@ pub fn read_manifest(path: &Path) -> Result<Manifest, Error> {
 /// parent directories. Returns `false` and touches nothing when the file already holds exactly
 /// these bytes.
 pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, Error> {
-    if let Ok(existing) = std::fs::read(path) {
+    if let Ok(existing) = read_artifact(path) {
         if existing == bytes {
             return Ok(false);
         }

@@ -273,7 +273,7 @@ fn load_vectors(
     node_id: &str,
     extracted: Option<&crate::spec::Extracted>,
 ) -> Result<Vec<LoadedVector>, String> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::artifact::read_artifact(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(format!("{}: {e}", path.display())),

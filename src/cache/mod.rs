@@ -103,7 +103,7 @@ pub fn fingerprint(index_dir: &Path) -> Result<String, Error> {
         }
     };
     add(&manifest_path, Some(md));
-    let manifest = std::fs::read(&manifest_path).unwrap_or_default();
+    let manifest = crate::artifact::read_artifact(&manifest_path).unwrap_or_default();
     add(
         Path::new(&String::from_utf8_lossy(&manifest).into_owned()),
         None,

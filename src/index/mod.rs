@@ -402,7 +402,8 @@ pub fn full(settings: &Settings, opts: &Options<'_>) -> Result<Outcome, Error> {
             }
         }
     }
-    let kv = std::fs::read(settings.specs_dir().join("_kdd.yaml"))
+    let kdd_yaml = settings.specs_dir().join("_kdd.yaml");
+    let kv = crate::source::read_regular(&kdd_yaml, "_kdd.yaml", crate::parse::MAX_SPEC_BYTES)
         .ok()
         .and_then(|b| kdd_version(&b));
     let nodes: Vec<&Node> = list.iter().map(|e| &e.node).collect();

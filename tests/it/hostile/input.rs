@@ -244,6 +244,56 @@ fn crafted_artifact_paths_are_never_read() {
     }
 }
 
+#[test]
+fn committed_artifact_symlinks_are_never_followed() {
+    let r = installed();
+    let f = foreign(&r);
+    let idx = r.dir.join(".kdd-index");
+    let link = |target: &Path, rel: &str| {
+        let p = idx.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        let _ = std::fs::remove_file(&p);
+        std::os::unix::fs::symlink(target, &p).unwrap();
+    };
+    link(Path::new("/dev/zero"), "embeddings/entity/Pedido.bin");
+    link(Path::new("/dev/zero"), "edges/entity/Pedido.jsonl");
+    link(&f, "nodes/entity/Usuario.json");
+    link(&f, "nodes/entity/Foreign.json");
+    r.git(&["add", "-A"]);
+    let o = command("git", &r.dir)
+        .args(["commit", "-qm", "artifact links"])
+        .env("KDD_HOOK", "0")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    readers_stay_clean(&r.dir);
+    let clone = r.tmp.path().join("clone");
+    r.git(&[
+        "clone",
+        "-q",
+        r.dir.to_str().unwrap(),
+        clone.to_str().unwrap(),
+    ]);
+    readers_stay_clean(&clone);
+    // The next commit through the hook replaces the links with real artifacts.
+    r.write(
+        "specs/01-domain/entities/Otro.md",
+        &spec("Otro", "entity", "Otro más."),
+    );
+    r.git(&["add", "-A"]);
+    let c = bounded(&r.dir, "git", &["commit", "-qm", "heal"]);
+    clean("pre-commit", &c);
+    assert!(c.out.status.success(), "{}", c.all());
+    let i = bounded(&r.dir, &kdd_bin(), &["index"]);
+    clean("index", &i);
+    let md = std::fs::symlink_metadata(idx.join("nodes/entity/Usuario.json")).unwrap();
+    assert!(md.file_type().is_file(), "the link was not replaced");
+    let v = r.kdd(&["verify"]);
+    let log = std::fs::read_to_string(&f).unwrap();
+    assert!(log.contains(MARKER), "the foreign file was overwritten");
+    assert!(v.status.success(), "{:?}", text(&v));
+}
+
 /// Create `bare`, install the post-receive shim, push `r`'s main to it (bounded).
 fn push_to_bare(r: &Repo, bare: &Path) -> (Bounded, String) {
     r.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
