@@ -8,7 +8,7 @@
 //! - The property: `parse` + `extract` never panic, finish within a time budget, and when they
 //!   succeed the node names the file, hashes exactly the given bytes and every diagnostic names
 //!   the file. A refused file is an error diagnostic naming the file.
-//! - `KDD_FUZZ_CASES` sets the number of mutated cases (default 64, so `cargo test` stays fast;
+//! - `KDD_FUZZ_CASES` sets the number of mutated cases (default 256, under a second, so `cargo test` stays fast;
 //!   CI raises it for a bounded longer run).
 
 use proptest::prelude::*;
@@ -187,7 +187,7 @@ fn cases() -> u32 {
     std::env::var("KDD_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
+        .unwrap_or(256)
 }
 
 #[test]
