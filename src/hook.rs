@@ -179,21 +179,24 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     }
     let staged_root = git::index_entries(&index, root);
     let kdd_yaml_id = staged_root.get(&git::kdd_yaml_path(root)).copied();
-    let specs: Entries = staged_root
-        .into_iter()
-        .filter(|(p, _)| git::is_spec_path(root, p))
-        .collect();
+    // The staged `.kddignore` excludes exactly what `kdd index` excludes in the work tree.
+    let ign = match staged_root.get(&crate::source::kddignore_path(root)) {
+        Some(id) => crate::source::Ignore::from_bytes(root, &git::read_blob(&repo, *id)?),
+        None => crate::source::Ignore::none(root),
+    };
+    let wanted = |p: &String| git::is_spec_path(root, p) && !ign.ignores(p);
+    let specs: Entries = staged_root.into_iter().filter(|(p, _)| wanted(p)).collect();
     let arts = git::index_entries(&index, INDEX_DIR);
     let conflicted_specs: BTreeSet<String> = git::conflicted_paths(&index, root)
         .into_iter()
-        .filter(|p| git::is_spec_path(root, p))
+        .filter(wanted)
         .collect();
     let conflicted_arts = git::conflicted_paths(&index, INDEX_DIR);
     // Staged symbolic links named like specs are never read (their blob is a link target):
     // the same per-file error as `kdd index`, so a linked spec never flip-flops.
     let link_errors: Vec<Diagnostic> = git::index_links(&index, root)
         .into_iter()
-        .filter(|p| git::is_spec_path(root, p))
+        .filter(wanted)
         .map(|p| crate::source::symlink_diagnostic(&crate::source::printable(&p)))
         .collect();
     let mut report = Report {

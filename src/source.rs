@@ -10,8 +10,11 @@
 //!   **error** diagnostic naming the file — the same message the pre-commit hook gives for a
 //!   staged link blob (mode 120000) — so a linked spec is never indexed by one and skipped by
 //!   the other. Hidden names are skipped as before; `.gitignore` files are NOT consulted (what is
-//!   indexed stays what git commits), and `.kddignore` is not supported yet (the hook would need
-//!   the same matcher over staged blobs).
+//!   indexed stays what git commits).
+//! - `<specs root>/.kddignore` (gitignore syntax, paths relative to the specs root) excludes
+//!   specs. [`Ignore`] is built from its bytes wherever they come from — the work tree, the
+//!   staged blob (hook), a committed tree (`verify`, the bare mirror) — so every reader
+//!   excludes exactly the same specs. A bad line is skipped.
 //! - [`read_spec`] reads a repo-relative spec path only after [`check_rel`] accepted it, refuses
 //!   a symlink at any component (the last with `O_NOFOLLOW`, the folders with
 //!   `symlink_metadata`), refuses anything but a regular file (fstat of the open descriptor, so
@@ -242,6 +245,76 @@ pub fn read_regular(abs: &Path, shown: &str, cap: usize) -> Result<Vec<u8>, Erro
     Ok(bytes)
 }
 
+/// Name of the ignore file at the specs root.
+pub const KDDIGNORE: &str = ".kddignore";
+
+/// Repo-relative path of `<specs root>/.kddignore`.
+pub fn kddignore_path(specs_root: &str) -> String {
+    if specs_root.is_empty() {
+        KDDIGNORE.to_string()
+    } else {
+        format!("{specs_root}/{KDDIGNORE}")
+    }
+}
+
+/// The `.kddignore` matcher of one specs root (empty when there is no file).
+#[derive(Debug, Clone)]
+pub struct Ignore {
+    specs_root: String,
+    matcher: Option<ignore::gitignore::Gitignore>,
+}
+
+impl Ignore {
+    /// A matcher that ignores nothing.
+    pub fn none(specs_root: &str) -> Ignore {
+        Ignore {
+            specs_root: specs_root.to_string(),
+            matcher: None,
+        }
+    }
+
+    /// Build from the bytes of `.kddignore` (gitignore syntax; bad lines skipped).
+    pub fn from_bytes(specs_root: &str, bytes: &[u8]) -> Ignore {
+        let mut b = ignore::gitignore::GitignoreBuilder::new("");
+        for line in String::from_utf8_lossy(bytes).lines() {
+            let _ = b.add_line(None, line);
+        }
+        Ignore {
+            specs_root: specs_root.to_string(),
+            matcher: b.build().ok().filter(|m| !m.is_empty()),
+        }
+    }
+
+    /// Read `<repo_root>/<specs root>/.kddignore` from a work tree or mirror (no-follow,
+    /// bounded); absent or unreadable → ignores nothing.
+    pub fn load(repo_root: &Path, specs_root: &str) -> Ignore {
+        let rel = kddignore_path(specs_root);
+        match read_regular(&repo_root.join(&rel), &rel, MAX_SPEC_BYTES) {
+            Ok(b) => Ignore::from_bytes(specs_root, &b),
+            Err(_) => Ignore::none(specs_root),
+        }
+    }
+
+    /// True when the repo-relative `path` (under the specs root) is excluded.
+    pub fn ignores(&self, path: &str) -> bool {
+        let Some(m) = &self.matcher else {
+            return false;
+        };
+        let rel = if self.specs_root.is_empty() {
+            Some(path)
+        } else {
+            path.strip_prefix(self.specs_root.as_str())
+                .and_then(|r| r.strip_prefix('/'))
+        };
+        match rel {
+            Some(r) if !r.is_empty() && !r.starts_with('/') => {
+                m.matched_path_or_any_parents(r, false).is_ignore()
+            }
+            _ => false,
+        }
+    }
+}
+
 /// What [`walk_specs`] found.
 #[derive(Debug, Default)]
 pub struct Walk {
@@ -272,6 +345,7 @@ pub fn walk_specs(repo_root: &Path, specs_root: &str) -> Result<Walk, Error> {
     if !dir.is_dir() {
         return Err(missing());
     }
+    let ign = Ignore::load(repo_root, specs_root);
     let walker = ignore::WalkBuilder::new(&dir)
         .standard_filters(false)
         .hidden(true)
@@ -303,7 +377,7 @@ pub fn walk_specs(repo_root: &Path, specs_root: &str) -> Result<Walk, Error> {
         let Some(ft) = entry.file_type() else {
             continue;
         };
-        if ft.is_dir() || !is_spec_path(&rel, specs_root) {
+        if ft.is_dir() || !is_spec_path(&rel, specs_root) || ign.ignores(&rel) {
             continue;
         }
         if ft.is_file() {
@@ -370,6 +444,16 @@ mod tests {
         let files: Vec<&str> = w.diagnostics.iter().map(|d| d.file.as_str()).collect();
         assert_eq!(files, vec!["specs/l.md", "specs/z.md"]);
         assert!(w.diagnostics[0].message.contains("symbolic link"));
+        std::fs::write(
+            root.join("specs/.kddignore"),
+            "# drafts\nd/\n!keep.md\n[bad\n",
+        )
+        .unwrap();
+        let w = walk_specs(root, "specs").unwrap();
+        assert!(w.files.is_empty(), "{:?}", w.files);
+        let ign = Ignore::load(root, "specs");
+        assert!(ign.ignores("specs/d/a.md") && !ign.ignores("specs/e/a.md"));
+        assert!(!Ignore::none("specs").ignores("specs/d/a.md"));
         let e = read_regular(Path::new("/dev/zero"), "z", 10).unwrap_err();
         assert!(matches!(e, Error::NotRegular { .. }), "{e}");
         std::fs::write(root.join("specs/big.md"), vec![b'a'; 20]).unwrap();

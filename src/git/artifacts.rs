@@ -130,7 +130,7 @@ pub struct DerivedIndex {
 }
 
 /// The complete expected `.kdd-index/` (path relative to it → bytes) for the files of a tree,
-/// exactly what a fresh full index writes: duplicate ids go to the first path, specs that cannot
+/// exactly what a fresh full index writes (specs excluded by the tree's `.kddignore` skipped): duplicate ids go to the first path, specs that cannot
 /// be read are returned as diagnostics.
 pub fn derive_index(
     settings: &Settings,
@@ -150,8 +150,13 @@ pub fn derive_index(
         .iter()
         .find(|(p, _)| *p == yaml)
         .map(|(_, b)| b.as_slice());
+    let ign_path = crate::source::kddignore_path(&settings.specs_root);
+    let ign = match sorted.iter().find(|(p, _)| *p == ign_path) {
+        Some((_, b)) => crate::source::Ignore::from_bytes(&settings.specs_root, b),
+        None => crate::source::Ignore::none(&settings.specs_root),
+    };
     for (p, b) in sorted {
-        if !is_spec_path(&settings.specs_root, p) {
+        if !is_spec_path(&settings.specs_root, p) || ign.ignores(p) {
             continue;
         }
         match derive_spec(settings, p, b, extras) {

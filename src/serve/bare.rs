@@ -320,8 +320,10 @@ impl Mirror {
                 .or_default()
                 .push(n.source_hash.as_str());
         }
+        // Specs excluded by the mirrored `.kddignore` are not indexed (as in `kdd index`).
+        let ign = crate::source::Ignore::load(&self.tree(), &self.specs_root);
         let mut stale = Vec::new();
-        for (p, bytes) in changed {
+        for (p, bytes) in changed.into_iter().filter(|(p, _)| !ign.ignores(p)) {
             let h = blake3::hash(&bytes).to_hex().to_string();
             let ok = by_file
                 .get(p.as_str())

@@ -70,11 +70,17 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
         .into_iter()
         .map(|(p, b)| (p[crate::artifact::INDEX_DIR.len() + 1..].to_string(), b))
         .collect();
+    let root = settings.specs_root.as_str();
+    let ign_path = crate::source::kddignore_path(root);
+    let ign = match specs.iter().find(|(p, _)| *p == ign_path) {
+        Some((_, b)) => crate::source::Ignore::from_bytes(root, b),
+        None => crate::source::Ignore::none(root),
+    };
     let mut diags = derived.diagnostics.clone();
     diags.extend(
         links
             .iter()
-            .filter(|p| git::is_spec_path(&settings.specs_root, p))
+            .filter(|p| git::is_spec_path(root, p) && !ign.ignores(p))
             .map(|p| crate::source::symlink_diagnostic(&crate::source::printable(p))),
     );
     diags.sort();

@@ -294,6 +294,35 @@ fn committed_artifact_symlinks_are_never_followed() {
     assert!(v.status.success(), "{:?}", text(&v));
 }
 
+#[test]
+fn kddignore_excludes_the_same_specs_in_index_hook_and_verify() {
+    let r = installed();
+    r.write("specs/.kddignore", "# work in progress\ndrafts/\n");
+    r.write(
+        "specs/drafts/Draft.md",
+        &spec("Draft", "entity", "Borrador."),
+    );
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "ignored draft"]);
+    let committed = r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index"]);
+    assert!(!committed.contains("Draft"), "{committed}");
+    let i = r.kdd(&["index"]);
+    assert!(i.status.success(), "{:?}", text(&i));
+    assert!(
+        r.git(&["status", "--porcelain", ".kdd-index"]).is_empty(),
+        "kdd index and the hook disagree on .kddignore"
+    );
+    let v = r.kdd(&["verify"]);
+    assert!(v.status.success(), "{:?}", text(&v));
+    // Un-ignoring indexes it at the next commit.
+    r.git(&["rm", "-q", "specs/.kddignore"]);
+    r.git(&["commit", "-qm", "no ignore"]);
+    let committed = r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index"]);
+    assert!(committed.contains("nodes/entity/Draft.json"), "{committed}");
+    let v = r.kdd(&["verify"]);
+    assert!(v.status.success(), "{:?}", text(&v));
+}
+
 /// Create `bare`, install the post-receive shim, push `r`'s main to it (bounded).
 fn push_to_bare(r: &Repo, bare: &Path) -> (Bounded, String) {
     r.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
