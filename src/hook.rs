@@ -398,7 +398,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     let mut stage: Vec<String> = Vec::new();
     for (rel, bytes) in &write {
         let key = art_key(rel);
-        write_if_changed(&paths.abs(rel), bytes)?;
+        crate::artifact::write_artifact(&paths, rel, bytes)?;
         if arts.get(&key) != Some(&git::blob_id(&repo, bytes)) || conflicted_arts.contains(&key) {
             report.written.push(key.clone());
             stage.push(key);
@@ -409,7 +409,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     if m_id != arts.get(&manifest_key).copied() || conflicted_arts.contains(&manifest_key) {
         match &m {
             Some(bytes) => {
-                write_if_changed(&paths.manifest(), bytes)?;
+                crate::artifact::write_artifact(&paths, "manifest.json", bytes)?;
                 report.written.push(manifest_key.clone());
             }
             None => {

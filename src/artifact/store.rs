@@ -108,6 +108,27 @@ pub fn read_manifest(path: &Path) -> Result<Manifest, Error> {
     Ok(m)
 }
 
+/// Write the artifact `rel` (relative to the index root) with [`write_if_changed`], after making
+/// sure no folder from the index root down to it is a symbolic link: a committed link
+/// (`.kdd-index -> ~/x`, `nodes/entity -> /etc`) is removed (never its target) and replaced by a
+/// real folder, so no write ever lands outside `.kdd-index/`.
+pub fn write_artifact(paths: &ArtifactPaths, rel: &str, bytes: &[u8]) -> Result<bool, Error> {
+    let mut dir = paths.root().to_path_buf();
+    let comps: Vec<&str> = rel.split('/').collect();
+    let check = |d: &Path| -> Result<(), Error> {
+        if std::fs::symlink_metadata(d).is_ok_and(|m| m.file_type().is_symlink()) {
+            std::fs::remove_file(d).map_err(io(d))?;
+        }
+        Ok(())
+    };
+    check(&dir)?;
+    for c in &comps[..comps.len().saturating_sub(1)] {
+        dir.push(c);
+        check(&dir)?;
+    }
+    write_if_changed(&paths.abs(rel), bytes)
+}
+
 /// Write `bytes` to `path` atomically (temp file in the same directory + rename), creating
 /// parent directories. Returns `false` and touches nothing when the file already holds exactly
 /// these bytes.

@@ -374,7 +374,9 @@ pub fn stage_paths(repo: &gix::Repository, workdir: &Path, paths: &[String]) -> 
     if paths.is_empty() {
         return Ok(());
     }
-    // `--force-remove` stages a removal; `--add --remove` adds or updates present files.
+    // `--force-remove` stages a removal; `--add --remove` adds or updates present files;
+    // `--replace` drops a conflicting entry (a committed symlink where kdd now has a folder,
+    // e.g. `.kdd-index/nodes/entity -> /elsewhere`, replaced by `artifact::write_artifact`).
     let (present, missing): (Vec<&String>, Vec<&String>) = paths
         .iter()
         .partition(|p| workdir.join(p.as_str()).exists());
@@ -404,7 +406,14 @@ pub fn stage_paths(repo: &gix::Repository, workdir: &Path, paths: &[String]) -> 
         if !present.is_empty() {
             git_stdin(
                 workdir,
-                &["update-index", "--add", "--remove", "-z", "--stdin"],
+                &[
+                    "update-index",
+                    "--add",
+                    "--remove",
+                    "--replace",
+                    "-z",
+                    "--stdin",
+                ],
                 &z(&present),
                 &env,
             )?;

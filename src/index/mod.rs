@@ -20,7 +20,7 @@
 
 use crate::artifact::{
     self, read_manifest, remove_artifacts, render_links, render_manifest, render_node,
-    write_if_changed, ArtifactPaths, IndexStore, Manifest, Structure,
+    ArtifactPaths, IndexStore, Manifest, Structure,
 };
 use crate::config::Settings;
 use crate::spec::{Diagnostic, Extracted, Node, Severity};
@@ -222,7 +222,7 @@ impl Writer<'_> {
         let mut removed = Vec::new();
         let mut expected = Vec::new();
         for (rel, bytes) in files {
-            if write_if_changed(&self.paths.abs(&rel), &bytes)? {
+            if artifact::write_artifact(&self.paths, &rel, &bytes)? {
                 written.push(format!("{}{rel}", self.prefix));
             }
             expected.push(rel);
@@ -307,7 +307,7 @@ fn build_manifest(
 }
 
 fn write_manifest(m: &Manifest, w: &Writer<'_>, out: &mut Outcome) -> Result<(), Error> {
-    if write_if_changed(&w.paths.manifest(), &render_manifest(m))? {
+    if artifact::write_artifact(&w.paths, "manifest.json", &render_manifest(m))? {
         out.written.push(format!("{}manifest.json", w.prefix));
     }
     Ok(())

@@ -323,6 +323,42 @@ fn kddignore_excludes_the_same_specs_in_index_hook_and_verify() {
     assert!(v.status.success(), "{:?}", text(&v));
 }
 
+#[test]
+fn committed_index_folder_links_never_redirect_writes() {
+    for (link, rel) in [
+        ("nodes/entity", ".kdd-index/nodes/entity"),
+        ("", ".kdd-index"),
+    ] {
+        let r = installed();
+        let outside = r.tmp.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let p = r.dir.join(rel);
+        std::fs::remove_dir_all(&p).unwrap();
+        std::os::unix::fs::symlink(&outside, &p).unwrap();
+        r.git(&["add", "-A"]);
+        let o = command("git", &r.dir)
+            .args(["commit", "-qm", "folder link"])
+            .env("KDD_HOOK", "0")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{:?}", text(&o));
+        r.write(
+            "specs/01-domain/entities/Otro.md",
+            &spec("Otro", "entity", "Otro más."),
+        );
+        r.git(&["add", "-A"]);
+        let c = bounded(&r.dir, "git", &["commit", "-qm", "next"]);
+        assert!(c.out.status.success(), "{link}: {}", c.all());
+        let i = bounded(&r.dir, &kdd_bin(), &["index"]);
+        assert!(i.out.status.success(), "{link}: {}", i.all());
+        let written: Vec<_> = std::fs::read_dir(&outside).unwrap().flatten().collect();
+        assert!(written.is_empty(), "{link}: wrote outside: {written:?}");
+        assert!(std::fs::symlink_metadata(&p).unwrap().is_dir(), "{link}");
+        let v = r.kdd(&["verify"]);
+        assert!(v.status.success(), "{link}: {:?}", text(&v));
+    }
+}
+
 /// Create `bare`, install the post-receive shim, push `r`'s main to it (bounded).
 fn push_to_bare(r: &Repo, bare: &Path) -> (Bounded, String) {
     r.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
