@@ -15,7 +15,9 @@
 //! no artifact only compares staged entries with that record (no blob is read). The record is an
 //! optimisation only: without it every staged node is checked against its spec once.
 
-use crate::artifact::{remove_artifacts, write_if_changed, ArtifactPaths, INDEX_DIR};
+use crate::artifact::{
+    remove_artifacts, write_artifact, write_if_changed, ArtifactPaths, INDEX_DIR,
+};
 use crate::config::Settings;
 use crate::git::{self, Entries};
 use crate::spec::{Diagnostic, Node};
@@ -180,10 +182,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     let staged_root = git::index_entries(&index, root);
     let kdd_yaml_id = staged_root.get(&git::kdd_yaml_path(root)).copied();
     // The staged `.kddignore` excludes exactly what `kdd index` excludes in the work tree.
-    let ign = match staged_root.get(&crate::source::kddignore_path(root)) {
-        Some(id) => crate::source::Ignore::from_bytes(root, &git::read_blob(&repo, *id)?),
-        None => crate::source::Ignore::none(root),
-    };
+    let ign = git::ignore_of(&repo, &staged_root, root)?;
     let wanted = |p: &String| git::is_spec_path(root, p) && !ign.ignores(p);
     let specs: Entries = staged_root.into_iter().filter(|(p, _)| wanted(p)).collect();
     let arts = git::index_entries(&index, INDEX_DIR);
@@ -192,13 +191,8 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         .filter(wanted)
         .collect();
     let conflicted_arts = git::conflicted_paths(&index, INDEX_DIR);
-    // Staged symbolic links named like specs are never read (their blob is a link target):
-    // the same per-file error as `kdd index`, so a linked spec never flip-flops.
-    let link_errors: Vec<Diagnostic> = git::index_links(&index, root)
-        .into_iter()
-        .filter(wanted)
-        .map(|p| crate::source::symlink_diagnostic(&crate::source::printable(&p)))
-        .collect();
+    // Staged links named like specs are never read: the same per-file error as `kdd index`.
+    let link_errors = crate::source::link_errors(git::index_links(&index, root), wanted);
     let mut report = Report {
         specs: specs.len(),
         conflicted_specs: conflicted_specs.iter().cloned().collect(),
@@ -398,7 +392,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     let mut stage: Vec<String> = Vec::new();
     for (rel, bytes) in &write {
         let key = art_key(rel);
-        crate::artifact::write_artifact(&paths, rel, bytes)?;
+        write_artifact(&paths, rel, bytes)?;
         if arts.get(&key) != Some(&git::blob_id(&repo, bytes)) || conflicted_arts.contains(&key) {
             report.written.push(key.clone());
             stage.push(key);
@@ -409,7 +403,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     if m_id != arts.get(&manifest_key).copied() || conflicted_arts.contains(&manifest_key) {
         match &m {
             Some(bytes) => {
-                crate::artifact::write_artifact(&paths, "manifest.json", bytes)?;
+                write_artifact(&paths, "manifest.json", bytes)?;
                 report.written.push(manifest_key.clone());
             }
             None => {

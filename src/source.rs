@@ -107,6 +107,16 @@ pub fn symlink_diagnostic(path: &str) -> Diagnostic {
     .diagnostic()
 }
 
+/// The per-file errors of the symbolic links among `links` (staged or committed paths) that
+/// name specs kept by `keep`.
+pub fn link_errors(links: Vec<String>, keep: impl Fn(&String) -> bool) -> Vec<Diagnostic> {
+    links
+        .into_iter()
+        .filter(|p| keep(p))
+        .map(|p| symlink_diagnostic(&printable(&p)))
+        .collect()
+}
+
 /// True for paths the indexer reads: `.md`/`.markdown`/`.feature` files under `specs_root`, not
 /// hidden, not `_`-prefixed files, not under `.kdd-index/`.
 pub fn is_spec_path(path: &str, specs_root: &str) -> bool {

@@ -246,6 +246,21 @@ pub fn tree_entries_and_links(
     Ok((out, links))
 }
 
+/// The `.kddignore` of `specs_root` among `path → blob` entries (staged or a tree): what
+/// every reader of those entries must exclude (see [`crate::source::Ignore`]).
+pub fn ignore_of(
+    repo: &gix::Repository,
+    entries: &Entries,
+    specs_root: &str,
+) -> Result<crate::source::Ignore, Error> {
+    Ok(
+        match entries.get(&crate::source::kddignore_path(specs_root)) {
+            Some(id) => crate::source::Ignore::from_bytes(specs_root, &read_blob(repo, *id)?),
+            None => crate::source::Ignore::none(specs_root),
+        },
+    )
+}
+
 /// The bytes of a blob.
 pub fn read_blob(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>, Error> {
     repo.find_blob(id)

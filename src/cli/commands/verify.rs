@@ -77,12 +77,9 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
         None => crate::source::Ignore::none(root),
     };
     let mut diags = derived.diagnostics.clone();
-    diags.extend(
-        links
-            .iter()
-            .filter(|p| git::is_spec_path(root, p) && !ign.ignores(p))
-            .map(|p| crate::source::symlink_diagnostic(&crate::source::printable(p))),
-    );
+    diags.extend(crate::source::link_errors(links, |p| {
+        git::is_spec_path(root, p) && !ign.ignores(p)
+    }));
     diags.sort();
     let mut m = Mismatch {
         unreadable_specs: diags.iter().map(|d| d.to_string()).collect(),
