@@ -179,6 +179,14 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
             ..Report::default()
         });
     }
+    if let Some(link) = git::staged_root_link(&index, root) {
+        // A linked specs root is never followed; nothing is re-derived or removed.
+        let diagnostics = crate::source::link_errors(vec![link], |_| true);
+        return Ok(Report {
+            diagnostics,
+            ..Report::default()
+        });
+    }
     let staged_root = git::index_entries(&index, root);
     let kdd_yaml_id = staged_root.get(&git::kdd_yaml_path(root)).copied();
     // The staged `.kddignore` excludes exactly what `kdd index` excludes in the work tree.

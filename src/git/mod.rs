@@ -109,6 +109,25 @@ pub fn index_links(index: &gix::index::File, prefix: &str) -> Vec<String> {
     index_entries_and_links(index, prefix).1
 }
 
+/// The first folder of `specs_root` (`docs`, then `docs/specs`) staged as a symbolic link, if
+/// any: the whole specs root is then unreadable, as `kdd index` says for the work tree.
+pub fn staged_root_link(index: &gix::index::File, specs_root: &str) -> Option<String> {
+    let mut prefix = String::new();
+    for c in specs_root.split('/').filter(|c| !c.is_empty()) {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(c);
+        let link = index
+            .entry_by_path(prefix.as_str().into())
+            .is_some_and(|e| e.mode == gix::index::entry::Mode::SYMLINK);
+        if link {
+            return Some(prefix);
+        }
+    }
+    None
+}
+
 fn index_entries_and_links(index: &gix::index::File, prefix: &str) -> (Entries, Vec<String>) {
     let mut out = Entries::new();
     let mut links = Vec::new();

@@ -359,6 +359,36 @@ fn committed_index_folder_links_never_redirect_writes() {
     }
 }
 
+#[test]
+fn a_linked_specs_root_is_refused_by_index_and_hook_alike() {
+    let r = installed();
+    let outside = r.tmp.path().join("elsewhere");
+    std::fs::create_dir_all(outside.join("01-domain")).unwrap();
+    std::fs::rename(r.dir.join("specs"), outside.join("real")).unwrap();
+    std::fs::write(
+        outside.join("01-domain/Leak.md"),
+        format!("# Leak\n\n{MARKER}\n"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&outside, r.dir.join("specs")).unwrap();
+    r.git(&["add", "-A"]);
+    let c = bounded(&r.dir, "git", &["commit", "-qm", "linked root"]);
+    clean("pre-commit", &c);
+    assert!(c.out.status.success(), "{}", c.all());
+    assert!(c.all().contains("specs: is a symbolic link"), "{}", c.all());
+    let committed = r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index"]);
+    assert!(
+        committed.contains("nodes/entity/Pedido.json"),
+        "{committed}"
+    );
+    assert!(!committed.contains("Leak"), "{committed}");
+    let i = bounded(&r.dir, &kdd_bin(), &["index"]);
+    clean("index", &i);
+    assert!(!i.out.status.success());
+    assert!(i.all().contains("specs: is a symbolic link"), "{}", i.all());
+    readers_stay_clean(&r.dir);
+}
+
 /// Create `bare`, install the post-receive shim, push `r`'s main to it (bounded).
 fn push_to_bare(r: &Repo, bare: &Path) -> (Bounded, String) {
     r.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
