@@ -338,12 +338,16 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         let node_rel = ArtifactPaths::node_rel(&d.node);
         if let Some(o) = owner.get(&node_rel).cloned() {
             if o.as_str() < p.as_str() {
-                report.diagnostics.push(duplicate(p, &o, &d.node.id));
+                report
+                    .diagnostics
+                    .push(crate::index::duplicate_error(p, &o, &d.node.id));
                 state.specs.remove(p);
                 continue;
             }
             // This path sorts first: it takes the id over from a spec verified earlier.
-            report.diagnostics.push(duplicate(&o, p, &d.node.id));
+            report
+                .diagnostics
+                .push(crate::index::duplicate_error(&o, p, &d.node.id));
             if let Some((_, files)) = state.specs.remove(&o) {
                 for (rel, _) in files {
                     keep_files.remove(&rel);
@@ -454,17 +458,6 @@ fn lock(git_dir: &Path) -> Option<std::fs::File> {
         .ok()?;
     fs4::FileExt::lock(&f).ok()?;
     Some(f)
-}
-
-fn duplicate(loser: &str, winner: &str, id: &str) -> Diagnostic {
-    Diagnostic {
-        severity: crate::spec::Severity::Error,
-        file: loser.to_string(),
-        line: None,
-        message: format!(
-            "duplicate id `{id}`: also defined by {winner}, which wins (first path in order); this file was not indexed — give one of them a different `id`"
-        ),
-    }
 }
 
 fn remove_file(paths: &ArtifactPaths, rel: &str) -> Result<(), crate::artifact::Error> {

@@ -252,7 +252,9 @@ impl Writer<'_> {
     }
 }
 
-fn duplicate_error(loser: &str, winner: &str, id: &str) -> Diagnostic {
+/// The error of a spec whose id is already taken by `winner` (first path in order); shared
+/// with the hook so both say the same.
+pub fn duplicate_error(loser: &str, winner: &str, id: &str) -> Diagnostic {
     Diagnostic {
         severity: Severity::Error,
         file: loser.to_string(),
