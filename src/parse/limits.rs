@@ -6,7 +6,8 @@
 //! - [`MAX_HEADINGS`] lines starting with `#` (each is a section with its own keys),
 //! - [`MAX_WIKILINKS`] `[[` openings (each becomes a link record and an edge),
 //! - [`MAX_BRACKETS`] `[` and [`MAX_PIPES`] `|` (link-reference and table-cell work),
-//! - [`MAX_QUOTE_DEPTH`] nested `>` block quotes / [`MAX_LIST_INDENT`] columns of indentation,
+//! - [`MAX_QUOTE_DEPTH`] block quotes / list items opened on one line (`> - 1. x`), and
+//!   [`MAX_LIST_INDENT`] columns of indentation,
 //! - [`MAX_FEATURE_LINES`] lines in a `.feature` file.
 //!
 //! YAML front-matter has its own budget ([`super::yaml`]). A refused file is a per-file error
@@ -20,7 +21,7 @@ pub const MAX_WIKILINKS: usize = 10_000;
 pub const MAX_BRACKETS: usize = 100_000;
 /// Most `|` in one spec.
 pub const MAX_PIPES: usize = 200_000;
-/// Deepest block-quote nesting at a line start.
+/// Deepest nesting of block quotes and list items opened at one line start.
 pub const MAX_QUOTE_DEPTH: usize = 32;
 /// Widest leading indentation (columns) of a line (nested lists).
 pub const MAX_LIST_INDENT: usize = 400;
@@ -43,6 +44,35 @@ fn over(line: usize, what: &str, limit: usize) -> Exceeded {
     }
 }
 
+/// Block quotes and list items opened at the start of one line (`> - 1. * x` is 4 deep).
+fn container_depth(line: &str) -> usize {
+    let b = line.as_bytes();
+    let (mut i, mut depth) = (0, 0);
+    loop {
+        while i < b.len() && (b[i] == b' ' || b[i] == b'\t') {
+            i += 1;
+        }
+        let spaced = |j: usize| j >= b.len() || b[j] == b' ' || b[j] == b'\t';
+        let quote = i < b.len() && b[i] == b'>';
+        if quote || (i < b.len() && matches!(b[i], b'-' | b'*' | b'+') && spaced(i + 1)) {
+            i += 1;
+        } else {
+            let digits = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+            let j = i + digits;
+            if (1..=9).contains(&digits)
+                && j < b.len()
+                && matches!(b[j], b'.' | b')')
+                && spaced(j + 1)
+            {
+                i = j + 1;
+            } else {
+                return depth;
+            }
+        }
+        depth += 1;
+    }
+}
+
 /// Check `text` against every limit (see the module doc).
 pub fn check(text: &str, feature: bool) -> Result<(), Exceeded> {
     let (mut headings, mut links, mut brackets, mut pipes) = (0usize, 0usize, 0usize, 0usize);
@@ -55,13 +85,12 @@ pub fn check(text: &str, feature: bool) -> Result<(), Exceeded> {
         if indent > MAX_LIST_INDENT {
             return Err(over(n, "indentation (columns)", MAX_LIST_INDENT));
         }
-        let quotes = line
-            .bytes()
-            .take_while(|b| matches!(b, b'>' | b' ' | b'\t'))
-            .filter(|b| *b == b'>')
-            .count();
-        if quotes > MAX_QUOTE_DEPTH {
-            return Err(over(n, "block-quote nesting", MAX_QUOTE_DEPTH));
+        if container_depth(line) > MAX_QUOTE_DEPTH {
+            return Err(over(
+                n,
+                "nesting of block quotes and lists",
+                MAX_QUOTE_DEPTH,
+            ));
         }
         if line.trim_start().starts_with('#') {
             headings += 1;
@@ -97,6 +126,12 @@ mod tests {
         let e = check(&"# h\n".repeat(MAX_HEADINGS + 1), false).unwrap_err();
         assert_eq!(e.line, MAX_HEADINGS + 1);
         assert!(check(&format!("{} x", ">".repeat(40)), false).is_err());
+        assert!(check(&format!("{}x", "- ".repeat(40)), false).is_err());
+        assert!(check(&format!("{}x", "> 1. * ".repeat(12)), false).is_err());
+        assert_eq!(container_depth("> - 1. * x"), 4);
+        assert_eq!(container_depth("---"), 0);
+        assert_eq!(container_depth("- [ ] task"), 1);
+        assert_eq!(container_depth("2024. was a year"), 1);
         assert!(check(&format!("{}- x", " ".repeat(500)), false).is_err());
         assert!(check(&"[".repeat(MAX_BRACKETS + 1), false).is_err());
         assert!(check(&"|".repeat(MAX_PIPES + 1), false).is_err());

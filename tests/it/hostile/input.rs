@@ -432,6 +432,7 @@ fn oversized_structures_are_bounded_per_file_errors() {
         ("Heads.md", format!("# H\n\n{}", "## h\n".repeat(5_001))),
         ("Quote.md", format!("# Q\n\n{} deep\n", ">".repeat(100_000))),
         ("Nest.md", format!("# N\n\n{}- x\n", " ".repeat(10_000))),
+        ("Lists.md", format!("# L\n\n{}x\n", "- ".repeat(1_000_000))),
         ("Cells.md", format!("# C\n\n{}\n", "|x".repeat(200_001))),
         (
             "Long.feature",
