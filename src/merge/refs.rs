@@ -79,7 +79,7 @@ fn read_index(repo: &gix::Repository, rev: &str) -> Result<Index, Error> {
             .and_then(|r| r.strip_suffix(".jsonl"))
         {
             let set = super::parse_links(&bytes).map_err(|e| corrupt(path, e))?;
-            links.insert(stem.to_string(), set);
+            links.insert(stem.to_string(), set.into_iter().map(|(l, _)| l).collect());
         } else if let Some(stem) = rel
             .strip_prefix("embeddings/")
             .and_then(|r| r.strip_suffix(".bin"))
