@@ -12,7 +12,8 @@
 //! are paged, never cut silently: the answer's `page` says `{offset, returned, total,
 //! next_offset}`; call again with `offset = next_offset`. The cache freshness is checked on
 //! every call, so a re-index is picked up without restarting the server. Stdout carries only
-//! the protocol; logs go to stderr.
+//! the protocol; logs go to stderr. A line that is not JSON is answered `-32700` (id null) by
+//! the framing in [`super::stdio`] and the session goes on.
 
 use super::api::{self, ApiError};
 use super::Engine;
@@ -754,11 +755,15 @@ pub async fn serve_stdio(engine: Arc<Engine>, timeout: Duration) -> anyhow::Resu
         }
     })
     .await;
+    // Lines that are not JSON get a -32700 answer before rmcp (which drops them) sees them.
+    let (stdin, stdout) = rmcp::transport::stdio();
+    let (rx, tx, out) = super::stdio::framed(stdin, stdout);
     let service = KddMcp::new(engine, timeout)
-        .serve(rmcp::transport::stdio())
+        .serve((rx, tx))
         .await
         .map_err(|e| anyhow::anyhow!("MCP initialisation failed: {e}"))?;
     service.waiting().await?;
+    let _ = tokio::time::timeout(Duration::from_secs(2), out).await;
     Ok(())
 }
 

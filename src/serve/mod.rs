@@ -10,9 +10,12 @@
 
 pub mod api;
 pub mod bare;
+pub mod conn;
+mod guard;
 pub mod http;
 pub mod mcp;
 pub mod receive;
+pub mod stdio;
 
 use crate::cache::{self, Cache, OpenOptions};
 use crate::config::Settings;
