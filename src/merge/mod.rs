@@ -140,18 +140,25 @@ fn merge_edges(base: Option<&[u8]>, ours: &[u8], theirs: &[u8]) -> Outcome {
         .iter()
         .filter(|l| !o.contains(*l) || !t.contains(*l))
         .collect();
-    // A set by (type, to, domain): when both sides changed one link's unknown keys
-    // differently, the smaller canonical line stays (deterministic, symmetric).
+    Outcome::Merged(render_link_lines(
+        o.union(&t).filter(|l| !removed.contains(l)),
+    ))
+}
+
+/// An edges file from canonical lines sorted by their typed part (the order `kdd index`
+/// writes). A set by (type, to, domain): when sides changed one link's unknown keys
+/// differently, the smaller canonical line stays (deterministic, symmetric).
+fn render_link_lines<'a>(lines: impl Iterator<Item = &'a (LinkRecord, String)>) -> Vec<u8> {
     let mut out = Vec::new();
     let mut last: Option<&LinkRecord> = None;
-    for l in o.union(&t).filter(|l| !removed.contains(l)) {
+    for l in lines {
         if last != Some(&l.0) {
             out.extend_from_slice(l.1.as_bytes());
             out.push(b'\n');
             last = Some(&l.0);
         }
     }
-    Outcome::Merged(out)
+    out
 }
 
 /// Vector files: a valid side always wins over an invalid (empty, truncated, garbage) one;

@@ -120,6 +120,45 @@ fn merge_driver_prefers_a_valid_vector_file() {
     assert_eq!(merged, b"garbage\0");
 }
 
+#[test]
+fn merge_index_keeps_unknown_fields() {
+    let r = Repo::new();
+    let manifest = kdd::artifact::render_manifest(&kdd::artifact::Manifest::new(
+        "specs",
+        kdd::artifact::Structure::SingleDomain,
+        vec![],
+    ));
+    write_bytes(&r, ".kdd-index/manifest.json", &manifest);
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "base"]);
+    let node = ".kdd-index/nodes/entity/Pedido.json";
+    let edges = ".kdd-index/edges/entity/Pedido.jsonl";
+    let line = r#"{"type":"WIKI_LINK","to":"A","x_weight":2}"#;
+    r.git(&["checkout", "-qb", "a"]);
+    write_bytes(
+        &r,
+        node,
+        &node_json("Pedido", "aa", json!({"x_future": [1]})),
+    );
+    write_bytes(&r, edges, format!("{line}\n").as_bytes());
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "a"]);
+    r.git(&["checkout", "-qb", "b", "main"]);
+    r.git(&["commit", "-q", "--allow-empty", "-m", "b"]);
+    let out = r.tmp.path().join("merged");
+    let o = r.kdd(&["merge-index", "a", "b", "--output", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let rel = |p: &str| out.join(p.trim_start_matches(".kdd-index/"));
+    assert_eq!(
+        std::fs::read(rel(node)).unwrap(),
+        node_json("Pedido", "aa", json!({"x_future": [1]}))
+    );
+    assert_eq!(
+        std::fs::read_to_string(rel(edges)).unwrap(),
+        format!("{line}\n")
+    );
+}
+
 /// One mutation of a driver input.
 #[derive(Debug, Clone)]
 enum Mutation {
