@@ -75,7 +75,9 @@ impl Server {
     }
 
     fn connect(&self) -> TcpStream {
-        let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap_or_else(|e| {
+            panic!("connect: {e} (the idle-socket test holds 1000 sockets: `ulimit -n` >= 1100)")
+        });
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         s
     }
@@ -379,6 +381,8 @@ fn mcp_answers_parse_errors_and_keeps_serving() {
     while child.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(50));
     }
+    let exited = child.try_wait().unwrap();
     let _ = child.kill();
     let _ = child.wait();
+    assert!(exited.is_some(), "kdd mcp did not exit after stdin closed");
 }
