@@ -11,7 +11,8 @@
 //! - **Connection cap**: at most [`Limits::max_connections`] are open at once. When a new one
 //!   arrives at the cap, the connection idle the longest is closed to make room (never one with
 //!   a request in flight); when every connection is busy, new ones wait in the kernel's
-//!   backlog. So idle sockets, however many, never stop `/health`.
+//!   backlog. Running out of file descriptors below the cap (a low `ulimit -n`) makes room
+//!   the same way. So idle sockets, however many, never stop `/health`.
 //! - **Request deadline**: a request, body read included, is answered within
 //!   [`Limits::request_timeout`] (408 past it) so a slow body cannot hold a slot forever.
 //! - Shutdown stops accepting, lets requests in flight finish, and closes idle connections.
@@ -103,6 +104,19 @@ impl Conns {
     }
 }
 
+/// `accept` failed for want of file descriptors (process or system limit).
+fn out_of_descriptors(e: &std::io::Error) -> bool {
+    #[cfg(unix)]
+    {
+        matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = e;
+        false
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -161,15 +175,22 @@ pub async fn serve(
         .header_read_timeout(limits.header_timeout)
         .keep_alive(true);
     tokio::pin!(shutdown);
+    let mut last_warning = None;
     loop {
         let (stream, _peer) = tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok(s) => s,
                 Err(e) => {
-                    // Out of descriptors or a connection reset before accept: wait, go on.
-                    crate::cli::output::warn(&format!("kdd serve: accept failed: {e}"));
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    // Out of descriptors (the process limit is below the cap): make room as
+                    // at the cap. Anything else (a reset before accept): wait, go on.
+                    let room = out_of_descriptors(&e) && conns.evict_idlest();
+                    if last_warning.is_none_or(|t: Instant| t.elapsed() > Duration::from_secs(1)) {
+                        crate::cli::output::warn(&format!("kdd serve: accept failed: {e}"));
+                        last_warning = Some(Instant::now());
+                    }
+                    let pause = if room { 5 } else { 50 };
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
                     continue;
                 }
             },

@@ -27,7 +27,26 @@ struct Server {
 impl Server {
     /// Start `kdd serve` in `dir`; `Err(stderr)` when it refuses to start.
     fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
-        let mut c = command(env!("CARGO_BIN_EXE_kdd"), dir);
+        Server::start_limited(dir, args, env, None)
+    }
+
+    /// Like [`Server::start`], under `ulimit -n nofile` when given.
+    fn start_limited(
+        dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        nofile: Option<u32>,
+    ) -> Result<Server, String> {
+        let mut c = match nofile {
+            Some(n) => {
+                let mut c = command("sh", dir);
+                c.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_kdd"));
+                c
+            }
+            None => command(env!("CARGO_BIN_EXE_kdd"), dir),
+        };
         c.arg("serve")
             .args(args)
             .stdin(Stdio::null())
@@ -182,6 +201,24 @@ fn http_idle_sockets_never_stop_health() {
         t.elapsed()
     );
     assert_eq!(srv.health("localhost").0, 200);
+}
+
+#[cfg(unix)]
+#[test]
+fn http_health_answers_when_descriptors_run_out() {
+    // The process limit (128) is below the connection cap (256): running out of descriptors
+    // makes room like the cap does.
+    let r = Repo::new();
+    let srv = Server::start_limited(&r.dir, &["--bind", "127.0.0.1:0"], &[], Some(128))
+        .expect("serve under ulimit -n 128");
+    let _idle: Vec<TcpStream> = (0..300).map(|_| srv.connect()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let (status, body) = srv.health("127.0.0.1");
+    assert_eq!(status, 200, "{body}");
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(2), "/health took {took:?}");
+    println!("300 idle sockets, ulimit -n 128: /health in {took:?}");
 }
 
 #[test]
