@@ -2,7 +2,9 @@
 //! stem) and one per section (heading path + text), analysed twice (Spanish and English
 //! stemming, both folding case and accents, both dropping ES+EN stop words) so either language
 //! matches. Lexical search scores each node by its identity document plus its best sections
-//! (section-level BM25: a long spec is not diluted by its length).
+//! (section-level BM25: a long spec is not diluted by its length). Every commit merges deleted
+//! documents away, so BM25 statistics are those of the live documents only: an incrementally
+//! updated index scores exactly like a fresh build.
 
 use super::store::NodeRecord;
 use super::Error;
@@ -209,6 +211,48 @@ pub struct TextIndex {
     pub index: Index,
     pub fields: Fields,
     reader: IndexReader,
+    /// Token totals per field of the searcher generation they were computed for.
+    tokens: std::sync::Mutex<(u64, HashMap<u32, u64>)>,
+}
+
+/// BM25 statistics independent of the index's history. Tantivy stores each segment's exact
+/// token total per field, but a merge that drops deleted documents re-estimates it from the
+/// quantised field norms, so an incrementally updated index (merged) and a fresh build (exact)
+/// would weigh document length differently. Here the total is always the sum of the live
+/// documents' field norms, whatever the segments went through.
+struct LiveStats<'a> {
+    searcher: &'a tantivy::Searcher,
+    memo: &'a std::sync::Mutex<(u64, HashMap<u32, u64>)>,
+}
+
+impl tantivy::query::Bm25StatisticsProvider for LiveStats<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        let gen = self.searcher.generation().generation_id();
+        let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
+        if memo.0 != gen {
+            *memo = (gen, HashMap::new());
+        }
+        if let Some(t) = memo.1.get(&field.field_id()) {
+            return Ok(*t);
+        }
+        let mut total = 0u64;
+        for seg in self.searcher.segment_readers() {
+            let norms = seg.get_fieldnorms_reader(field)?;
+            for doc in seg.doc_ids_alive() {
+                total += u64::from(norms.fieldnorm(doc));
+            }
+        }
+        memo.1.insert(field.field_id(), total);
+        Ok(total)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        tantivy::query::Bm25StatisticsProvider::total_num_docs(self.searcher)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        self.searcher.doc_freq(term)
+    }
 }
 
 /// One node's lexical score, with its best section.
@@ -262,6 +306,7 @@ impl TextIndex {
             index,
             fields,
             reader,
+            tokens: std::sync::Mutex::new((u64::MAX, HashMap::new())),
         })
     }
 
@@ -272,11 +317,29 @@ impl TextIndex {
             .map_err(|e| Error::Corrupt(format!("text index reload: {e}")))
     }
 
-    /// A writer (one thread, modest memory).
+    /// A writer (one thread, modest memory, no background merges: see [`TextIndex::commit`]).
     pub fn writer(&self) -> Result<IndexWriter<TantivyDocument>, Error> {
-        self.index
+        let w = self
+            .index
             .writer_with_num_threads(1, 30_000_000)
-            .map_err(|e| Error::Corrupt(format!("text index writer: {e}")))
+            .map_err(|e| Error::Corrupt(format!("text index writer: {e}")))?;
+        w.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
+        Ok(w)
+    }
+
+    /// Commit, then merge deleted documents away. BM25 statistics (document frequencies,
+    /// document count, average field length) count deleted documents until their segment is
+    /// merged, so without this an incrementally updated index scores differently from a fresh
+    /// build of the same specs.
+    pub fn commit(&self, mut w: IndexWriter<TantivyDocument>) -> Result<(), Error> {
+        let err = |e: tantivy::TantivyError| Error::Corrupt(format!("text index commit: {e}"));
+        w.commit().map_err(err)?;
+        let metas = self.index.searchable_segment_metas().map_err(err)?;
+        if metas.iter().any(|m| m.has_deletes()) {
+            let ids: Vec<_> = metas.iter().map(|m| m.id()).collect();
+            w.merge(&ids).wait().map_err(err)?;
+        }
+        w.wait_merging_threads().map_err(err)
     }
 
     /// Remove a node's documents.
@@ -436,10 +499,15 @@ impl TextIndex {
             query = Box::new(BooleanQuery::new(must));
         }
         let searcher = self.reader.searcher();
+        let stats = LiveStats {
+            searcher: &searcher,
+            memo: &self.tokens,
+        };
         let top = searcher
-            .search(
+            .search_with_statistics_provider(
                 &query,
                 &TopDocs::with_limit(limit.max(1) * 8).order_by_score(),
+                &stats,
             )
             .map_err(|e| Error::Corrupt(format!("text search: {e}")))?;
         struct Acc {
