@@ -215,11 +215,9 @@ pub struct TextIndex {
     tokens: std::sync::Mutex<(u64, HashMap<u32, u64>)>,
 }
 
-/// BM25 statistics independent of the index's history. Tantivy stores each segment's exact
-/// token total per field, but a merge that drops deleted documents re-estimates it from the
-/// quantised field norms, so an incrementally updated index (merged) and a fresh build (exact)
-/// would weigh document length differently. Here the total is always the sum of the live
-/// documents' field norms, whatever the segments went through.
+/// BM25 statistics independent of the index's history: a merge that drops deleted documents
+/// re-estimates a segment's token total from quantised field norms while a fresh build keeps
+/// the exact one, so here the total is always the sum of the live documents' field norms.
 struct LiveStats<'a> {
     searcher: &'a tantivy::Searcher,
     memo: &'a std::sync::Mutex<(u64, HashMap<u32, u64>)>,
@@ -227,8 +225,8 @@ struct LiveStats<'a> {
 
 impl tantivy::query::Bm25StatisticsProvider for LiveStats<'_> {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
-        let gen = self.searcher.generation().generation_id();
         let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
+        let gen = self.searcher.generation().generation_id();
         if memo.0 != gen {
             *memo = (gen, HashMap::new());
         }
@@ -327,10 +325,8 @@ impl TextIndex {
         Ok(w)
     }
 
-    /// Commit, then merge deleted documents away. BM25 statistics (document frequencies,
-    /// document count, average field length) count deleted documents until their segment is
-    /// merged, so without this an incrementally updated index scores differently from a fresh
-    /// build of the same specs.
+    /// Commit, then merge deleted documents away: BM25 statistics count deleted documents until
+    /// their segment is merged (an updated index would score unlike a fresh build).
     pub fn commit(&self, mut w: IndexWriter<TantivyDocument>) -> Result<(), Error> {
         let err = |e: tantivy::TantivyError| Error::Corrupt(format!("text index commit: {e}"));
         w.commit().map_err(err)?;
