@@ -22,6 +22,7 @@
 //! rebuilds into a fresh generation, [`take_damage`] lets a command answer again once, and
 //! [`Cache::is_damaged`] makes the servers reopen. [`health`] is `kdd doctor`'s deep check.
 
+mod bm25;
 pub mod build;
 pub mod check;
 mod gen;

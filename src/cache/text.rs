@@ -215,44 +215,6 @@ pub struct TextIndex {
     tokens: std::sync::Mutex<(u64, HashMap<u32, u64>)>,
 }
 
-/// BM25 statistics independent of the index's history: a merge that drops deleted documents
-/// re-estimates a segment's token total from quantised field norms while a fresh build keeps
-/// the exact one, so here the total is always the sum of the live documents' field norms.
-struct LiveStats<'a> {
-    searcher: &'a tantivy::Searcher,
-    memo: &'a std::sync::Mutex<(u64, HashMap<u32, u64>)>,
-}
-
-impl tantivy::query::Bm25StatisticsProvider for LiveStats<'_> {
-    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
-        let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
-        let gen = self.searcher.generation().generation_id();
-        if memo.0 != gen {
-            *memo = (gen, HashMap::new());
-        }
-        if let Some(t) = memo.1.get(&field.field_id()) {
-            return Ok(*t);
-        }
-        let mut total = 0u64;
-        for seg in self.searcher.segment_readers() {
-            let norms = seg.get_fieldnorms_reader(field)?;
-            for doc in seg.doc_ids_alive() {
-                total += u64::from(norms.fieldnorm(doc));
-            }
-        }
-        memo.1.insert(field.field_id(), total);
-        Ok(total)
-    }
-
-    fn total_num_docs(&self) -> tantivy::Result<u64> {
-        tantivy::query::Bm25StatisticsProvider::total_num_docs(self.searcher)
-    }
-
-    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        self.searcher.doc_freq(term)
-    }
-}
-
 /// One node's lexical score, with its best section.
 #[derive(Debug, Clone)]
 pub struct LexHit {
@@ -440,7 +402,23 @@ impl TextIndex {
     }
 
     /// Field-weighted BM25 over identity and section documents, aggregated per node.
+    /// A panic inside tantivy (it trusts its files: garbage postings or a garbage doc store
+    /// panic) is reported as damage, so the cache heals instead of the process dying.
     pub fn search(
+        &self,
+        text: &str,
+        filter: &TextFilter,
+        limit: usize,
+    ) -> Result<Vec<LexHit>, Error> {
+        let run = std::panic::AssertUnwindSafe(|| self.search_inner(text, filter, limit));
+        std::panic::catch_unwind(run).unwrap_or_else(|_| {
+            Err(Error::Corrupt(
+                "text search panicked on damaged files".into(),
+            ))
+        })
+    }
+
+    fn search_inner(
         &self,
         text: &str,
         filter: &TextFilter,
@@ -495,7 +473,7 @@ impl TextIndex {
             query = Box::new(BooleanQuery::new(must));
         }
         let searcher = self.reader.searcher();
-        let stats = LiveStats {
+        let stats = super::bm25::LiveStats {
             searcher: &searcher,
             memo: &self.tokens,
         };

@@ -472,3 +472,24 @@ fn http_server_recovers_by_itself() {
     assert!(body.contains("BR-PRECIO-001"), "{body}");
     assert_eq!(child.0.try_wait().unwrap(), None, "the server is still up");
 }
+
+#[test]
+fn garbage_text_segments_never_crash_a_query() {
+    let r = indexed();
+    let (before, _) = answer(&r);
+    // Same-length garbage in the postings and the doc store: tantivy trusts its files (such
+    // garbage panicked or failed forever); the query heals and answers as before.
+    for ext in ["idx", "store", "term", "pos"] {
+        let text_dir = current_gen(&r).join("text");
+        let f = std::fs::read_dir(&text_dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == ext))
+            .unwrap_or_else(|| panic!("a .{ext} segment file"));
+        let len = std::fs::metadata(&f).unwrap().len();
+        scribble(&f, 8, (len.saturating_sub(16)).clamp(1, 2000) as usize);
+        let (after, err) = answer(&r);
+        assert_eq!(after, before, ".{ext}: {err}");
+    }
+}
