@@ -177,6 +177,21 @@ fn garbage_lmdb_pages_heal_in_the_same_run() {
     let (again, err) = answer(&r);
     assert_eq!(again, before);
     assert!(!err.contains("damaged"), "{err}");
+    // Semantic search alone (arroy reads its trees from the same LMDB file).
+    let sem = |r: &Repo| {
+        let o = kdd(r, &["--json", "search", "--semantic", "precio del pedido"]);
+        let (out, err) = ok(&o);
+        let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        (v["results"].clone(), err)
+    };
+    let (sem_before, _) = sem(&r);
+    assert!(sem_before.as_array().is_some_and(|a| !a.is_empty()));
+    let p = data_mdb(&r);
+    let len = std::fs::metadata(&p).unwrap().len();
+    scribble(&p, 8192, (len - 8192) as usize);
+    let (sem_after, err) = sem(&r);
+    assert_eq!(sem_after, sem_before, "{err}");
+    assert!(err.contains("damaged"), "{err}");
     // Garbage in the meta pages themselves: caught before mapping.
     scribble(&data_mdb(&r), 0, 8192);
     let (after, err) = answer(&r);
