@@ -294,7 +294,7 @@ async fn health(State(st): State<AppState>) -> Response {
 async fn run<T, F>(st: &AppState, rid: &str, f: F) -> Result<Result<T, ApiError>, ()>
 where
     T: Send + 'static,
-    F: FnOnce(&crate::cache::Cache) -> Result<T, ApiError> + Send + 'static,
+    F: Fn(&crate::cache::Cache) -> Result<T, ApiError> + Send + 'static,
 {
     let engine = st.engine.clone();
     let delay = st.opts.test_delay;
@@ -307,11 +307,12 @@ where
             if !delay.is_zero() {
                 std::thread::sleep(delay);
             }
-            let (loaded, reloaded) = engine.get()?;
-            if reloaded {
-                crate::cli::output::info(&format!("[{rid2}] index reloaded"));
-            }
-            f(&loaded.cache)
+            engine.with_cache(|loaded, reloaded| {
+                if reloaded {
+                    crate::cli::output::info(&format!("[{rid2}] index reloaded"));
+                }
+                f(&loaded.cache)
+            })
         })
         .await
     };

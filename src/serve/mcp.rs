@@ -328,8 +328,19 @@ fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ApiError> {
 }
 
 /// Dispatch one tool call. The answer carries `index` (freshness) on success.
-pub fn call(engine: &Engine, name: &str, mut args: Map<String, Value>) -> Result<Value, ApiError> {
-    let (loaded, reloaded) = engine.get()?;
+pub fn call(engine: &Engine, name: &str, args: Map<String, Value>) -> Result<Value, ApiError> {
+    engine.with_cache(|loaded, reloaded| {
+        call_on(engine, loaded.clone(), reloaded, name, args.clone())
+    })
+}
+
+fn call_on(
+    engine: &Engine,
+    loaded: std::sync::Arc<super::Loaded>,
+    reloaded: bool,
+    name: &str,
+    mut args: Map<String, Value>,
+) -> Result<Value, ApiError> {
     let cache = &loaded.cache;
     let fresh = engine.freshness(&loaded, reloaded, false);
     let mut out = match name {
