@@ -1,7 +1,8 @@
 //! Rendering, atomic writing and reading of artifact files.
 //!
 //! Rendering is pure (`render_*` → bytes) so the merge driver and tests can produce the exact
-//! bytes `kdd index` would write; [`write_if_changed`] is the only writer.
+//! bytes `kdd index` would write; [`write_if_changed`] is the only writer. Its files get the
+//! mode git gives a checked-out file (0666 minus the process umask), never tempfile's 0600.
 //!
 //! Every artifact read goes through [`read_artifact`]: the one no-follow, bounded read of
 //! [`crate::source`] (a committed symlink `.kdd-index/…` → `/dev/zero` or a file outside the
@@ -143,10 +144,16 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, Error> {
         message: "artifact path has no parent directory".into(),
     })?;
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".kdd-tmp-")
-        .tempfile_in(dir)
-        .map_err(io(dir))?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".kdd-tmp-");
+    // Like git: files are created 0666 and the kernel applies the umask (tempfile's own
+    // default is 0600, which would make a shared clone's index unreadable to the group).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let mut tmp = builder.tempfile_in(dir).map_err(io(dir))?;
     tmp.write_all(bytes).map_err(io(path))?;
     tmp.persist(path).map_err(|e| Error::Io {
         path: path.to_path_buf(),
@@ -282,6 +289,20 @@ mod tests {
         let removed = remove_artifacts(&paths, &n).unwrap();
         assert_eq!(removed, vec!["nodes/entity/Pedido.json".to_string()]);
         assert!(!dir.path().join(".kdd-index/nodes").exists());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn artifacts_honour_the_umask_like_git() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(".kdd-index/nodes/entity/Pedido.json");
+        assert!(write_if_changed(&p, &render_node(&node())).unwrap());
+        // A file created the ordinary way (mode 0666, minus the umask) is the reference.
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, b"x").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&p), mode(&plain));
     }
 
     #[test]

@@ -481,7 +481,7 @@ pub fn update(
         store.get_meta(&wtxn, "next_item")?.unwrap_or(0)
     };
     let mut vectors_changed = full && vwriter.is_some();
-    let mut writer = text.writer()?;
+    let writer = text.writer()?;
     if full {
         writer
             .delete_all_documents()
@@ -636,9 +636,7 @@ pub fn update(
     stats.nodes = srcs.len();
     stats.edges = edges.len();
     stats.stale_specs.sort();
-    writer
-        .commit()
-        .map_err(|e| Error::Corrupt(format!("text index commit: {e}")))?;
+    text.commit(writer)?;
     stats.millis = t0.elapsed().as_millis() as u64;
     store.put_meta(&mut wtxn, "stats", &stats)?;
     wtxn.commit().map_err(lm)?;

@@ -12,7 +12,8 @@
 //! are paged, never cut silently: the answer's `page` says `{offset, returned, total,
 //! next_offset}`; call again with `offset = next_offset`. The cache freshness is checked on
 //! every call, so a re-index is picked up without restarting the server. Stdout carries only
-//! the protocol; logs go to stderr.
+//! the protocol; logs go to stderr. A line that is not JSON is answered `-32700` (id null) by
+//! the framing in [`super::stdio`] and the session goes on.
 
 use super::api::{self, ApiError};
 use super::Engine;
@@ -327,8 +328,19 @@ fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ApiError> {
 }
 
 /// Dispatch one tool call. The answer carries `index` (freshness) on success.
-pub fn call(engine: &Engine, name: &str, mut args: Map<String, Value>) -> Result<Value, ApiError> {
-    let (loaded, reloaded) = engine.get()?;
+pub fn call(engine: &Engine, name: &str, args: Map<String, Value>) -> Result<Value, ApiError> {
+    engine.with_cache(|loaded, reloaded| {
+        call_on(engine, loaded.clone(), reloaded, name, args.clone())
+    })
+}
+
+fn call_on(
+    engine: &Engine,
+    loaded: std::sync::Arc<super::Loaded>,
+    reloaded: bool,
+    name: &str,
+    mut args: Map<String, Value>,
+) -> Result<Value, ApiError> {
     let cache = &loaded.cache;
     let fresh = engine.freshness(&loaded, reloaded, false);
     let mut out = match name {
@@ -764,11 +776,15 @@ pub async fn serve_stdio(engine: Arc<Engine>, timeout: Duration) -> anyhow::Resu
         }
     })
     .await;
+    // Lines that are not JSON get a -32700 answer before rmcp (which drops them) sees them.
+    let (stdin, stdout) = rmcp::transport::stdio();
+    let (rx, tx, out) = super::stdio::framed(stdin, stdout);
     let service = KddMcp::new(engine, timeout)
-        .serve(rmcp::transport::stdio())
+        .serve((rx, tx))
         .await
         .map_err(|e| anyhow::anyhow!("MCP initialisation failed: {e}"))?;
     service.waiting().await?;
+    let _ = tokio::time::timeout(Duration::from_secs(2), out).await;
     Ok(())
 }
 

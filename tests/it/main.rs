@@ -3,6 +3,7 @@
 // Tests print SKIP lines and figures on stdout (captured by the harness).
 #![allow(clippy::print_stdout)]
 
+mod cache;
 mod core;
 mod demo;
 mod embed;

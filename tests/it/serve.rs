@@ -755,7 +755,7 @@ fn http_requires_a_token_off_loopback() {
     let srv = Server::start(
         &r.dir,
         &["--bind", "0.0.0.0:0"],
-        &[("KDD_TOKEN", "s3cret-token")],
+        &[("KDD_TOKEN", "s3cret-token-0123456789")],
     )
     .expect("serve with token");
     let p = srv.port();
@@ -770,7 +770,7 @@ fn http_requires_a_token_off_loopback() {
         "POST",
         "/v1/retrieve/context",
         body,
-        &[("Authorization", "Bearer s3cret-tokem")],
+        &[("Authorization", "Bearer s3cret-token-0123456788")],
     );
     assert_eq!(wrong.status, 401);
     let ok = http(
@@ -778,7 +778,7 @@ fn http_requires_a_token_off_loopback() {
         "POST",
         "/v1/retrieve/context",
         body,
-        &[("Authorization", "Bearer s3cret-token")],
+        &[("Authorization", "Bearer s3cret-token-0123456789")],
     );
     assert_eq!(ok.status, 200, "{}", ok.body);
 }
