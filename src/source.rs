@@ -173,17 +173,10 @@ pub fn check_rel(rel: &str, specs_root: &str) -> Result<String, Error> {
     Ok(rel.to_string())
 }
 
-/// A path safe to echo in a diagnostic: control characters shown as `\u{..}` escapes.
+/// A path safe to echo in a diagnostic: the project's one escaper for control characters
+/// ([`crate::spec::escape_control`]).
 pub fn printable(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
+    crate::spec::escape_control(s).into_owned()
 }
 
 /// Read one spec of the work tree under the one rule (see the module doc).
@@ -430,7 +423,7 @@ mod tests {
         ] {
             assert!(check_rel(bad, "specs").is_err(), "{bad:?}");
         }
-        assert_eq!(printable("a\nb\x1b"), "a\\nb\\u{1b}");
+        assert_eq!(printable("a\nb\x1b"), "a\\nb\\u001b");
         assert_eq!(INDEX_DIR, crate::artifact::INDEX_DIR);
     }
 

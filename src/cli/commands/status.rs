@@ -172,8 +172,9 @@ fn section<T>(out: &mut String, title: &str, items: &[T], limit: usize, f: impl 
         limit.min(items.len())
     };
     for i in &items[..n] {
+        // One item, one line: a committed file name cannot split it or drive the terminal.
         out.push_str("  ");
-        out.push_str(&f(i));
+        out.push_str(&crate::spec::escape_control(&f(i)));
         out.push('\n');
     }
     if n < items.len() {
