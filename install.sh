@@ -274,8 +274,10 @@ run_checks() {
   cargo fmt --all -- --check
   say "checks: cargo clippy --all-targets -- -D warnings"
   cargo clippy --locked --all-targets -- -D warnings
-  say "checks: cargo test"
-  cargo test --locked
+  # CI runs the spec-parser fuzz (tests/it/fuzz_parse.rs) longer than a local `cargo test`:
+  # 5000 mutated cases, about 10 s; override with KDD_FUZZ_CASES.
+  say "checks: cargo test (KDD_FUZZ_CASES=${KDD_FUZZ_CASES:-5000})"
+  KDD_FUZZ_CASES="${KDD_FUZZ_CASES:-5000}" cargo test --locked
 }
 
 # ---- main ---------------------------------------------------------------------------------

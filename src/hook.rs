@@ -15,7 +15,9 @@
 //! no artifact only compares staged entries with that record (no blob is read). The record is an
 //! optimisation only: without it every staged node is checked against its spec once.
 
-use crate::artifact::{remove_artifacts, write_if_changed, ArtifactPaths, INDEX_DIR};
+use crate::artifact::{
+    remove_artifacts, write_artifact, write_if_changed, ArtifactPaths, INDEX_DIR,
+};
 use crate::config::Settings;
 use crate::git::{self, Entries};
 use crate::spec::{Diagnostic, Node};
@@ -177,21 +179,32 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
             ..Report::default()
         });
     }
+    if let Some(link) = git::staged_root_link(&index, root) {
+        // A linked specs root is never followed; nothing is re-derived or removed.
+        let diagnostics = crate::source::link_errors(vec![link], |_| true);
+        return Ok(Report {
+            diagnostics,
+            ..Report::default()
+        });
+    }
     let staged_root = git::index_entries(&index, root);
     let kdd_yaml_id = staged_root.get(&git::kdd_yaml_path(root)).copied();
-    let specs: Entries = staged_root
-        .into_iter()
-        .filter(|(p, _)| git::is_spec_path(root, p))
-        .collect();
+    // The staged `.kddignore` excludes exactly what `kdd index` excludes in the work tree.
+    let ign = git::ignore_of(&repo, &staged_root, root)?;
+    let wanted = |p: &String| git::is_spec_path(root, p) && !ign.ignores(p);
+    let specs: Entries = staged_root.into_iter().filter(|(p, _)| wanted(p)).collect();
     let arts = git::index_entries(&index, INDEX_DIR);
     let conflicted_specs: BTreeSet<String> = git::conflicted_paths(&index, root)
         .into_iter()
-        .filter(|p| git::is_spec_path(root, p))
+        .filter(wanted)
         .collect();
     let conflicted_arts = git::conflicted_paths(&index, INDEX_DIR);
+    // Staged links named like specs are never read: the same per-file error as `kdd index`.
+    let link_errors = crate::source::link_errors(git::index_links(&index, root), wanted);
     let mut report = Report {
         specs: specs.len(),
         conflicted_specs: conflicted_specs.iter().cloned().collect(),
+        diagnostics: link_errors.clone(),
         ..Report::default()
     };
     let mut state = State::load(settings);
@@ -250,7 +263,9 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         let m = expected_manifest(&mut specs.keys().map(String::as_str), None);
         if m.as_ref().map(|b| git::blob_id(&repo, b)) == arts.get(&manifest_key).copied() {
             report.fast_path = true;
-            let _ = std::fs::write(&stamp_file, &current_stamp);
+            if link_errors.is_empty() {
+                let _ = std::fs::write(&stamp_file, &current_stamp);
+            }
             return Ok(report);
         }
     }
@@ -321,12 +336,16 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         let node_rel = ArtifactPaths::node_rel(&d.node);
         if let Some(o) = owner.get(&node_rel).cloned() {
             if o.as_str() < p.as_str() {
-                report.diagnostics.push(duplicate(p, &o, &d.node.id));
+                report
+                    .diagnostics
+                    .push(crate::index::duplicate_error(p, &o, &d.node.id));
                 state.specs.remove(p);
                 continue;
             }
             // This path sorts first: it takes the id over from a spec verified earlier.
-            report.diagnostics.push(duplicate(&o, p, &d.node.id));
+            report
+                .diagnostics
+                .push(crate::index::duplicate_error(&o, p, &d.node.id));
             if let Some((_, files)) = state.specs.remove(&o) {
                 for (rel, _) in files {
                     keep_files.remove(&rel);
@@ -383,7 +402,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     let mut stage: Vec<String> = Vec::new();
     for (rel, bytes) in &write {
         let key = art_key(rel);
-        write_if_changed(&paths.abs(rel), bytes)?;
+        write_artifact(&paths, rel, bytes)?;
         if arts.get(&key) != Some(&git::blob_id(&repo, bytes)) || conflicted_arts.contains(&key) {
             report.written.push(key.clone());
             stage.push(key);
@@ -402,7 +421,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     if m_id != arts.get(&manifest_key).copied() || conflicted_arts.contains(&manifest_key) {
         match &m {
             Some(bytes) => {
-                write_if_changed(&paths.manifest(), bytes)?;
+                write_artifact(&paths, "manifest.json", bytes)?;
                 report.written.push(manifest_key.clone());
             }
             None => {
@@ -445,17 +464,6 @@ fn lock(git_dir: &Path) -> Option<std::fs::File> {
         .ok()?;
     fs4::FileExt::lock(&f).ok()?;
     Some(f)
-}
-
-fn duplicate(loser: &str, winner: &str, id: &str) -> Diagnostic {
-    Diagnostic {
-        severity: crate::spec::Severity::Error,
-        file: loser.to_string(),
-        line: None,
-        message: format!(
-            "duplicate id `{id}`: also defined by {winner}, which wins (first path in order); this file was not indexed — give one of them a different `id`"
-        ),
-    }
 }
 
 fn remove_file(paths: &ArtifactPaths, rel: &str) -> Result<(), crate::artifact::Error> {
@@ -525,7 +533,7 @@ pub fn conflict_marker_files(index_dir: &Path) -> Vec<String> {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if let Ok(b) = std::fs::read(&p) {
+            } else if let Ok(b) = crate::artifact::read_artifact(&p) {
                 if has_conflict_markers(&b) {
                     out.push(
                         p.strip_prefix(index_dir)

@@ -31,4 +31,5 @@ pub mod merge;
 pub mod parse;
 pub mod query;
 pub mod serve;
+pub mod source;
 pub mod spec;

@@ -436,11 +436,45 @@ impl fmt::Display for Diagnostic {
             Severity::Warning => "warning",
             Severity::Error => "error",
         };
+        let (file, message) = (escape_control(&self.file), escape_control(&self.message));
         match self.line {
-            Some(l) => write!(f, "{sev}: {}:{l}: {}", self.file, self.message),
-            None => write!(f, "{sev}: {}: {}", self.file, self.message),
+            Some(l) => write!(f, "{sev}: {file}:{l}: {message}"),
+            None => write!(f, "{sev}: {file}: {message}"),
         }
     }
+}
+
+/// The one escaper of text headed for a terminal: file names come from the repository, so a
+/// name holding a newline, a carriage return, ESC (terminal control sequences) or a Unicode
+/// bidi override must not forge a line or repaint the screen. Every control character (C0,
+/// DEL, C1) and every bidi control becomes a visible escape (`\n`, `\r`, `\t`, `\u001b`,
+/// `\u202e`; the `\uXXXX` form keeps JSON text valid with the same meaning); `keep` lists
+/// layout characters a multi-line text may keep (`"\n\t"` for stdout data, `""` for a line).
+/// Text without such characters is returned as is.
+pub fn escape_control_keep<'a>(s: &'a str, keep: &str) -> std::borrow::Cow<'a, str> {
+    fn hostile(c: char) -> bool {
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    }
+    if !s.chars().any(|c| hostile(c) && !keep.contains(c)) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            c if !hostile(c) || keep.contains(c) => out.push(c),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c => out.push_str(&format!("\\u{:04x}", c as u32)),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// [`escape_control_keep`] for one line of text: every control character is escaped.
+pub fn escape_control(s: &str) -> std::borrow::Cow<'_, str> {
+    escape_control_keep(s, "")
 }
 
 /// Kind-specific structured fields (the PRD's `indexed_fields`): `declaration`, `attributes`,
@@ -457,4 +491,31 @@ pub struct Extracted {
     pub sections: Vec<Section>,
     /// `.feature` files: scenario names and tags (also in `fields`).
     pub diagnostics: Vec<Diagnostic>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_never_reach_a_terminal() {
+        assert_eq!(escape_control("specs/a.md"), "specs/a.md");
+        assert_eq!(
+            escape_control("a\nkdd: ok\r\u{1b}[2J\u{202e}b\u{7f}\u{9b}"),
+            "a\\nkdd: ok\\r\\u001b[2J\\u202eb\\u007f\\u009b"
+        );
+        assert_eq!(escape_control_keep("a\n\tb\u{1b}", "\n\t"), "a\n\tb\\u001b");
+        let d = Diagnostic {
+            severity: Severity::Error,
+            file: "specs/x\n\u{1b}[31mforged.md".into(),
+            line: Some(3),
+            message: "bad \u{7}".into(),
+        };
+        let shown = d.to_string();
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert_eq!(
+            shown,
+            "error: specs/x\\n\\u001b[31mforged.md:3: bad \\u0007"
+        );
+    }
 }

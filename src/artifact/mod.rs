@@ -22,8 +22,8 @@ mod store;
 
 pub use paths::{sanitize_component, ArtifactPaths};
 pub use store::{
-    read_links, read_manifest, read_node, remove_artifacts, render_links, render_manifest,
-    render_node, write_if_changed, IndexStore,
+    read_artifact, read_links, read_manifest, read_node, remove_artifacts, render_links,
+    render_manifest, render_node, write_artifact, write_if_changed, IndexStore,
 };
 
 use serde::{Deserialize, Serialize};

@@ -1,7 +1,12 @@
 //! Rendering, atomic writing and reading of artifact files.
 //!
 //! Rendering is pure (`render_*` → bytes) so the merge driver and tests can produce the exact
-//! bytes `kdd index` would write; [`write_if_changed`] is the only writer.
+//! bytes `kdd index` would write; [`write_if_changed`] is the only writer. Its files get the
+//! mode git gives a checked-out file (0666 minus the process umask), never tempfile's 0600.
+//!
+//! Every artifact read goes through [`read_artifact`]: the one no-follow, bounded read of
+//! [`crate::source`] (a committed symlink `.kdd-index/…` → `/dev/zero` or a file outside the
+//! repository is never followed; nothing over [`MAX_ARTIFACT_BYTES`] is read).
 
 use super::{ArtifactPaths, Error, Manifest, FORMAT_VERSION};
 use crate::spec::{LinkRecord, Node};
@@ -14,6 +19,20 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// Largest artifact file read (vector files of the largest spec are a few MB).
+pub const MAX_ARTIFACT_BYTES: usize = 64 << 20;
+
+/// Read an artifact file: regular files only, never through a final symlink, at most
+/// [`MAX_ARTIFACT_BYTES`]. A missing file keeps `ErrorKind::NotFound`; a link, device or
+/// oversized file is `ErrorKind::InvalidData` with the reason.
+pub fn read_artifact(path: &Path) -> std::io::Result<Vec<u8>> {
+    let shown = path.display().to_string();
+    crate::source::read_regular(path, &shown, MAX_ARTIFACT_BYTES).map_err(|e| match e {
+        crate::source::Error::Io { source, .. } => source,
+        other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
+    })
 }
 
 /// Canonical bytes of a node file: pretty JSON (2 spaces), fixed key order, trailing `\n`.
@@ -44,7 +63,7 @@ pub fn render_manifest(m: &Manifest) -> Vec<u8> {
 
 /// Parse a node file.
 pub fn read_node(path: &Path) -> Result<Node, Error> {
-    let bytes = std::fs::read(path).map_err(io(path))?;
+    let bytes = read_artifact(path).map_err(io(path))?;
     serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -53,7 +72,7 @@ pub fn read_node(path: &Path) -> Result<Node, Error> {
 
 /// Parse an edges file (a missing file is an empty list).
 pub fn read_links(path: &Path) -> Result<Vec<LinkRecord>, Error> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match read_artifact(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io(path)(e)),
@@ -75,7 +94,7 @@ pub fn read_links(path: &Path) -> Result<Vec<LinkRecord>, Error> {
 
 /// Parse the manifest, checking its format version.
 pub fn read_manifest(path: &Path) -> Result<Manifest, Error> {
-    let bytes = std::fs::read(path).map_err(io(path))?;
+    let bytes = read_artifact(path).map_err(io(path))?;
     let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -90,11 +109,32 @@ pub fn read_manifest(path: &Path) -> Result<Manifest, Error> {
     Ok(m)
 }
 
+/// Write the artifact `rel` (relative to the index root) with [`write_if_changed`], after making
+/// sure no folder from the index root down to it is a symbolic link: a committed link
+/// (`.kdd-index -> ~/x`, `nodes/entity -> /etc`) is removed (never its target) and replaced by a
+/// real folder, so no write ever lands outside `.kdd-index/`.
+pub fn write_artifact(paths: &ArtifactPaths, rel: &str, bytes: &[u8]) -> Result<bool, Error> {
+    let mut dir = paths.root().to_path_buf();
+    let comps: Vec<&str> = rel.split('/').collect();
+    let check = |d: &Path| -> Result<(), Error> {
+        if std::fs::symlink_metadata(d).is_ok_and(|m| m.file_type().is_symlink()) {
+            std::fs::remove_file(d).map_err(io(d))?;
+        }
+        Ok(())
+    };
+    check(&dir)?;
+    for c in &comps[..comps.len().saturating_sub(1)] {
+        dir.push(c);
+        check(&dir)?;
+    }
+    write_if_changed(&paths.abs(rel), bytes)
+}
+
 /// Write `bytes` to `path` atomically (temp file in the same directory + rename), creating
 /// parent directories. Returns `false` and touches nothing when the file already holds exactly
 /// these bytes.
 pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, Error> {
-    if let Ok(existing) = std::fs::read(path) {
+    if let Ok(existing) = read_artifact(path) {
         if existing == bytes {
             return Ok(false);
         }
@@ -104,10 +144,16 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, Error> {
         message: "artifact path has no parent directory".into(),
     })?;
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".kdd-tmp-")
-        .tempfile_in(dir)
-        .map_err(io(dir))?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".kdd-tmp-");
+    // Like git: files are created 0666 and the kernel applies the umask (tempfile's own
+    // default is 0600, which would make a shared clone's index unreadable to the group).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let mut tmp = builder.tempfile_in(dir).map_err(io(dir))?;
     tmp.write_all(bytes).map_err(io(path))?;
     tmp.persist(path).map_err(|e| Error::Io {
         path: path.to_path_buf(),
@@ -243,6 +289,20 @@ mod tests {
         let removed = remove_artifacts(&paths, &n).unwrap();
         assert_eq!(removed, vec!["nodes/entity/Pedido.json".to_string()]);
         assert!(!dir.path().join(".kdd-index/nodes").exists());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn artifacts_honour_the_umask_like_git() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(".kdd-index/nodes/entity/Pedido.json");
+        assert!(write_if_changed(&p, &render_node(&node())).unwrap());
+        // A file created the ordinary way (mode 0666, minus the umask) is the reference.
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, b"x").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&p), mode(&plain));
     }
 
     #[test]

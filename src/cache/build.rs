@@ -273,7 +273,7 @@ fn load_vectors(
     node_id: &str,
     extracted: Option<&crate::spec::Extracted>,
 ) -> Result<Vec<LoadedVector>, String> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::artifact::read_artifact(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(format!("{}: {e}", path.display())),
@@ -309,8 +309,10 @@ fn load_record(
     let node: Node = read_node(&node_path).map_err(|e| e.to_string())?;
     let links = read_links(&index_dir.join("edges").join(format!("{stem}.jsonl")))
         .map_err(|e| e.to_string())?;
-    let src = repo_root.join(&node.source_file);
-    let (fields, sections, stale, extracted) = match std::fs::read(&src) {
+    // The committed `source_file` is checked and read under the one rule (`crate::source`):
+    // never an absolute path, `..`, a link or a device; anything else is a stale node.
+    let bytes = crate::source::read_spec(repo_root, &node.source_file, specs_root);
+    let (fields, sections, stale, extracted) = match bytes {
         Ok(bytes) => {
             let stale = blake3::hash(&bytes).to_hex().as_str() != node.source_hash;
             let (f, s, x) = parse_spec_full(&node.source_file, &bytes, specs_root);
@@ -479,7 +481,7 @@ pub fn update(
         store.get_meta(&wtxn, "next_item")?.unwrap_or(0)
     };
     let mut vectors_changed = full && vwriter.is_some();
-    let mut writer = text.writer()?;
+    let writer = text.writer()?;
     if full {
         writer
             .delete_all_documents()
@@ -634,9 +636,7 @@ pub fn update(
     stats.nodes = srcs.len();
     stats.edges = edges.len();
     stats.stale_specs.sort();
-    writer
-        .commit()
-        .map_err(|e| Error::Corrupt(format!("text index commit: {e}")))?;
+    text.commit(writer)?;
     stats.millis = t0.elapsed().as_millis() as u64;
     store.put_meta(&mut wtxn, "stats", &stats)?;
     wtxn.commit().map_err(lm)?;

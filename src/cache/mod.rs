@@ -14,13 +14,24 @@
 //! specs. On a mismatch the writer takes the lock and updates only the specs whose artifact
 //! files changed; a missing, corrupt or older-version cache is rebuilt from scratch into a new
 //! generation, swapped in atomically, so concurrent readers keep a consistent snapshot.
+//!
+//! Self-healing ([`check`]): a generation is opened only when its `complete` marker (written
+//! last, fsync'd) matches its files, checked with plain reads before LMDB maps anything — so a
+//! truncated store is rebuilt, never a SIGBUS. Any heed/arroy/tantivy error met while opening,
+//! updating or reading a generation condemns it (`damaged` note, marker removed): the next open
+//! rebuilds into a fresh generation, [`take_damage`] lets a command answer again once, and
+//! [`Cache::is_damaged`] makes the servers reopen. [`health`] is `kdd doctor`'s deep check.
 
+mod bm25;
 pub mod build;
+pub mod check;
+mod gen;
 pub mod resolve;
 pub mod store;
 pub mod text;
 
 pub use build::BuildStats;
+pub use gen::{health, Health};
 pub use store::{ChunkRef, Edge, NodeLite, NodeRecord, SectionText};
 pub use text::{LangTally, LexHit, TextFilter};
 
@@ -28,12 +39,11 @@ use crate::artifact::{read_manifest, IndexLevel, Manifest, INDEX_DIR};
 use crate::config::Settings;
 use crate::query::types::Orphan;
 use crate::spec::Kind;
+use gen::{build_fresh, gen_ok, read_current, update_current, Opened, Paths, WriterLock};
 use heed::RoTxn;
 use resolve::{norm_key, KeyRank};
-use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
 use store::{lm, Store};
 use text::TextIndex;
 
@@ -103,7 +113,7 @@ pub fn fingerprint(index_dir: &Path) -> Result<String, Error> {
         }
     };
     add(&manifest_path, Some(md));
-    let manifest = std::fs::read(&manifest_path).unwrap_or_default();
+    let manifest = crate::artifact::read_artifact(&manifest_path).unwrap_or_default();
     add(
         Path::new(&String::from_utf8_lossy(&manifest).into_owned()),
         None,
@@ -130,66 +140,6 @@ pub fn fingerprint(index_dir: &Path) -> Result<String, Error> {
     Ok(h.finalize().to_hex()[..32].to_string())
 }
 
-/// One LMDB environment per directory per process (heed forbids opening one twice).
-fn store_for(dir: &Path) -> Result<Store, Error> {
-    static STORES: OnceLock<Mutex<HashMap<PathBuf, Store>>> = OnceLock::new();
-    let m = STORES.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(s) = g.get(dir) {
-        return Ok(s.clone());
-    }
-    let s = Store::open(dir)?;
-    g.insert(dir.to_path_buf(), s.clone());
-    Ok(s)
-}
-
-/// Exclusive writer lock on the cache root (released on drop).
-struct WriterLock(std::fs::File);
-
-impl WriterLock {
-    fn acquire(root: &Path) -> Result<WriterLock, Error> {
-        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
-        let p = root.join("lock");
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&p)
-            .map_err(|e| Error::io(&p, e))?;
-        fs4::FileExt::lock(&f).map_err(|e| Error::io(&p, e))?;
-        Ok(WriterLock(f))
-    }
-}
-
-impl Drop for WriterLock {
-    fn drop(&mut self) {
-        let _ = fs4::FileExt::unlock(&self.0);
-    }
-}
-
-fn read_current(root: &Path) -> Option<PathBuf> {
-    let name = std::fs::read_to_string(root.join("current")).ok()?;
-    let name = name.trim();
-    if name.is_empty() || name.contains('/') || name.contains("..") {
-        return None;
-    }
-    let p = root.join(name);
-    p.is_dir().then_some(p)
-}
-
-fn write_current(root: &Path, gen: &Path) -> Result<(), Error> {
-    let name = gen
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut tmp = tempfile::NamedTempFile::new_in(root).map_err(|e| Error::io(root, e))?;
-    tmp.write_all(name.as_bytes())
-        .map_err(|e| Error::io(root, e))?;
-    tmp.persist(root.join("current"))
-        .map_err(|e| Error::io(root, e.error))?;
-    Ok(())
-}
-
 /// Options for [`Cache::open_with`].
 #[derive(Debug, Clone, Default)]
 pub struct OpenOptions {
@@ -209,6 +159,8 @@ pub struct Cache {
     fingerprint: String,
     manifest: Manifest,
     last_update: Option<BuildStats>,
+    healed: Vec<String>,
+    damaged: AtomicBool,
     embedder: Option<std::sync::Arc<dyn crate::embed::QueryEmbedder>>,
     embedder_missing: Option<String>,
 }
@@ -222,18 +174,14 @@ impl std::fmt::Debug for Cache {
     }
 }
 
-fn gen_ok(gen: &Path) -> Result<(Store, TextIndex, Option<String>), Error> {
-    let store = store_for(&gen.join("lmdb"))?;
-    let text = TextIndex::open(&gen.join("text"))?;
-    let rtxn = store.rtxn()?;
-    let v: Option<u32> = store.get_meta(&rtxn, "version")?;
-    if v != Some(CACHE_VERSION) {
-        return Err(Error::Corrupt(format!(
-            "cache version {v:?}, expected {CACHE_VERSION}"
-        )));
-    }
-    let fp: Option<String> = store.get_meta(&rtxn, "fingerprint")?;
-    Ok((store, text, fp))
+/// Set once any cache of this process was found damaged (see [`take_damage`]).
+static DAMAGE_SEEN: AtomicBool = AtomicBool::new(false);
+
+/// True (once) when a cache read of this process met a damaged store since the last call: the
+/// generation has been condemned, so opening the cache again rebuilds it. Commands use this to
+/// retry once instead of failing.
+pub fn take_damage() -> bool {
+    DAMAGE_SEEN.swap(false, Ordering::SeqCst)
 }
 
 impl Cache {
@@ -262,24 +210,33 @@ impl Cache {
         }
         let manifest = read_manifest(&manifest_path)?;
         let fp = fingerprint(index_dir)?;
-        // Fast path: a fresh, valid generation.
+        let cache = |o: Opened, fp: String, manifest: Manifest, healed: Vec<String>| Cache {
+            store: o.store,
+            text: o.text,
+            root: root.to_path_buf(),
+            gen: o.gen,
+            index_dir: index_dir.to_path_buf(),
+            repo_root: repo_root.to_path_buf(),
+            fingerprint: fp,
+            manifest,
+            last_update: o.stats,
+            healed,
+            damaged: AtomicBool::new(false),
+            embedder: None,
+            embedder_missing: None,
+        };
+        // Fast path: a fresh, intact generation.
         if !opts.force_rebuild {
             if let Some(gen) = read_current(root) {
                 if let Ok((store, text, Some(have))) = gen_ok(&gen) {
                     if have == fp {
-                        return Ok(Cache {
+                        let o = Opened {
+                            gen,
                             store,
                             text,
-                            root: root.to_path_buf(),
-                            gen,
-                            index_dir: index_dir.to_path_buf(),
-                            repo_root: repo_root.to_path_buf(),
-                            fingerprint: fp,
-                            manifest,
-                            last_update: None,
-                            embedder: None,
-                            embedder_missing: None,
-                        });
+                            stats: None,
+                        };
+                        return Ok(cache(o, fp, manifest, Vec::new()));
                     }
                 }
             }
@@ -287,84 +244,43 @@ impl Cache {
         let _lock = WriterLock::acquire(root)?;
         // Re-check under the lock: another process may have done the work.
         let fp = fingerprint(index_dir)?;
+        let p = Paths {
+            index_dir,
+            repo_root,
+            root,
+            specs_root: &manifest.specs_root,
+        };
+        let mut healed = Vec::new();
         let existing = if opts.force_rebuild {
             None
         } else {
-            read_current(root).and_then(|g| gen_ok(&g).ok().map(|(s, t, f)| (g, s, t, f)))
+            update_current(&p, &fp, &mut healed)?
         };
-        let (gen, store, text, stats) = match existing {
-            Some((gen, store, text, have)) => {
-                let stats = if have.as_deref() == Some(fp.as_str()) {
-                    None
-                } else {
-                    let stats = build::update(
-                        &store,
-                        &text,
-                        index_dir,
-                        repo_root,
-                        &manifest.specs_root,
-                        false,
-                    )?;
-                    let mut w = store.wtxn()?;
-                    store.put_meta(&mut w, "fingerprint", &fp)?;
-                    w.commit().map_err(lm)?;
-                    Some(stats)
-                };
-                (gen, store, text, stats)
-            }
-            None => {
-                let gen = root.join(format!(
-                    "gen-{}-{}",
-                    std::process::id(),
-                    std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.as_nanos())
-                        .unwrap_or(0)
-                ));
-                std::fs::create_dir_all(gen.join("text")).map_err(|e| Error::io(&gen, e))?;
-                let store = store_for(&gen.join("lmdb"))?;
-                let text = TextIndex::create(&gen.join("text"))?;
-                let stats = build::update(
-                    &store,
-                    &text,
-                    index_dir,
-                    repo_root,
-                    &manifest.specs_root,
-                    true,
-                )?;
-                let mut w = store.wtxn()?;
-                store.put_meta(&mut w, "version", &CACHE_VERSION)?;
-                store.put_meta(&mut w, "fingerprint", &fp)?;
-                w.commit().map_err(lm)?;
-                let old = read_current(root);
-                write_current(root, &gen)?;
-                // Keep the previous generation (a reader may still be opening it); drop older.
-                if let Ok(rd) = std::fs::read_dir(root) {
-                    for e in rd.flatten() {
-                        let p = e.path();
-                        let name = e.file_name().to_string_lossy().into_owned();
-                        if name.starts_with("gen-") && p != gen && Some(&p) != old.as_ref() {
-                            let _ = std::fs::remove_dir_all(&p);
-                        }
-                    }
-                }
-                (gen, store, text, Some(stats))
-            }
+        let o = match existing {
+            Some(o) => o,
+            None => build_fresh(&p, &fp)?,
         };
-        text.reload()?;
-        Ok(Cache {
-            store,
-            text,
-            root: root.to_path_buf(),
-            gen,
-            index_dir: index_dir.to_path_buf(),
-            repo_root: repo_root.to_path_buf(),
-            fingerprint: fp,
-            manifest,
-            last_update: stats,
-            embedder: None,
-            embedder_missing: None,
-        })
+        o.text.reload()?;
+        Ok(cache(o, fp, manifest, healed))
+    }
+
+    /// Why a damaged generation was replaced by a fresh one during this open (empty when
+    /// nothing was damaged).
+    pub fn healed(&self) -> &[String] {
+        &self.healed
+    }
+
+    /// Mark the generation in use damaged (a read met a corrupt store): the next open rebuilds
+    /// it into a fresh generation, and [`take_damage`] reports it once.
+    pub fn condemn(&self, why: &str) {
+        self.damaged.store(true, Ordering::SeqCst);
+        DAMAGE_SEEN.store(true, Ordering::SeqCst);
+        check::condemn(&self.gen, why);
+    }
+
+    /// True once a read of this cache met a damaged store (servers reopen then).
+    pub fn is_damaged(&self) -> bool {
+        self.damaged.load(Ordering::SeqCst)
     }
 
     /// Re-check freshness and update when `.kdd-index/` changed. Returns true when it did.
@@ -432,10 +348,12 @@ impl Cache {
 
     /// A consistent read view.
     pub fn snapshot(&self) -> Result<Snapshot<'_>, Error> {
-        Ok(Snapshot {
-            cache: self,
-            txn: self.store.rtxn()?,
-        })
+        let txn = self.store.rtxn().inspect_err(|e| {
+            if let Error::Corrupt(why) = e {
+                self.condemn(why);
+            }
+        })?;
+        Ok(Snapshot { cache: self, txn })
     }
 }
 
@@ -446,14 +364,30 @@ pub struct Snapshot<'c> {
 }
 
 impl Snapshot<'_> {
+    /// A read met a damaged store: condemn the generation (the next open rebuilds it).
+    fn bad(&self, e: Error) -> Error {
+        if let Error::Corrupt(why) = &e {
+            self.cache.condemn(why);
+        }
+        e
+    }
+
     /// A node's record.
     pub fn node(&self, id: &str) -> Result<Option<NodeRecord>, Error> {
-        self.cache.store.nodes.get(&self.txn, id).map_err(lm)
+        self.cache
+            .store
+            .nodes
+            .get(&self.txn, id)
+            .map_err(|e| self.bad(lm(e)))
     }
 
     /// A node's identity and degree (cheap: no text).
     pub fn lite(&self, id: &str) -> Result<Option<NodeLite>, Error> {
-        self.cache.store.lite.get(&self.txn, id).map_err(lm)
+        self.cache
+            .store
+            .lite
+            .get(&self.txn, id)
+            .map_err(|e| self.bad(lm(e)))
     }
 
     /// A record holding only the node identity (no fields, no text): for graph walks.
@@ -477,7 +411,7 @@ impl Snapshot<'_> {
             .store
             .fwd
             .get(&self.txn, id)
-            .map_err(lm)?
+            .map_err(|e| self.bad(lm(e)))?
             .unwrap_or_default())
     }
 
@@ -488,7 +422,7 @@ impl Snapshot<'_> {
             .store
             .rev
             .get(&self.txn, id)
-            .map_err(lm)?
+            .map_err(|e| self.bad(lm(e)))?
             .unwrap_or_default())
     }
 
@@ -501,9 +435,9 @@ impl Snapshot<'_> {
             .nodes
             .remap_data_type::<heed::types::DecodeIgnore>()
             .iter(&self.txn)
-            .map_err(lm)?
+            .map_err(|e| self.bad(lm(e)))?
         {
-            out.push(kv.map_err(lm)?.0.to_string());
+            out.push(kv.map_err(|e| self.bad(lm(e)))?.0.to_string());
         }
         Ok(out)
     }
@@ -511,8 +445,14 @@ impl Snapshot<'_> {
     /// Every node record (full scan).
     pub fn all_nodes(&self) -> Result<Vec<NodeRecord>, Error> {
         let mut out = Vec::new();
-        for kv in self.cache.store.nodes.iter(&self.txn).map_err(lm)? {
-            out.push(kv.map_err(lm)?.1);
+        for kv in self
+            .cache
+            .store
+            .nodes
+            .iter(&self.txn)
+            .map_err(|e| self.bad(lm(e)))?
+        {
+            out.push(kv.map_err(|e| self.bad(lm(e)))?.1);
         }
         Ok(out)
     }
@@ -528,7 +468,7 @@ impl Snapshot<'_> {
             .store
             .names
             .get(&self.txn, &k)
-            .map_err(lm)?
+            .map_err(|e| self.bad(lm(e)))?
             .unwrap_or_default())
     }
 
@@ -537,7 +477,8 @@ impl Snapshot<'_> {
         Ok(self
             .cache
             .store
-            .get_meta(&self.txn, "orphans")?
+            .get_meta(&self.txn, "orphans")
+            .map_err(|e| self.bad(e))?
             .unwrap_or_default())
     }
 
@@ -546,7 +487,8 @@ impl Snapshot<'_> {
         Ok(self
             .cache
             .store
-            .get_meta(&self.txn, "violations")?
+            .get_meta(&self.txn, "violations")
+            .map_err(|e| self.bad(e))?
             .unwrap_or_default())
     }
 
@@ -555,7 +497,8 @@ impl Snapshot<'_> {
         Ok(self
             .cache
             .store
-            .get_meta(&self.txn, "edge_count")?
+            .get_meta(&self.txn, "edge_count")
+            .map_err(|e| self.bad(e))?
             .unwrap_or_default())
     }
 
@@ -564,13 +507,17 @@ impl Snapshot<'_> {
         Ok(self
             .cache
             .store
-            .get_meta(&self.txn, "link_count")?
+            .get_meta(&self.txn, "link_count")
+            .map_err(|e| self.bad(e))?
             .unwrap_or_default())
     }
 
     /// Build figures stored with the cache.
     pub fn stats(&self) -> Result<Option<BuildStats>, Error> {
-        self.cache.store.get_meta(&self.txn, "stats")
+        self.cache
+            .store
+            .get_meta(&self.txn, "stats")
+            .map_err(|e| self.bad(e))
     }
 
     /// Spanish/English function words over the whole corpus (its language, roughly).
@@ -578,7 +525,8 @@ impl Snapshot<'_> {
         Ok(self
             .cache
             .store
-            .get_meta(&self.txn, "lang")?
+            .get_meta(&self.txn, "lang")
+            .map_err(|e| self.bad(e))?
             .unwrap_or_default())
     }
 
@@ -589,7 +537,10 @@ impl Snapshot<'_> {
         filter: &TextFilter,
         limit: usize,
     ) -> Result<Vec<LexHit>, Error> {
-        self.cache.text.search(text, filter, limit)
+        self.cache
+            .text
+            .search(text, filter, limit)
+            .map_err(|e| self.bad(e))
     }
 
     /// Nearest chunks to a query vector: (node id, cosine similarity, chunk text), best first,
@@ -597,7 +548,11 @@ impl Snapshot<'_> {
     pub fn nearest(&self, v: &[f32], limit: usize) -> Result<Vec<(String, f32, String)>, Error> {
         let reader = match arroy::Reader::open(&self.txn, 0, self.cache.store.vectors) {
             Ok(r) => r,
-            Err(e) => return Err(Error::Corrupt(format!("vector index: {e}"))),
+            // No vectors at all is a state, not damage.
+            Err(e @ arroy::Error::MissingMetadata(_)) => {
+                return Err(Error::Corrupt(format!("vector index: {e}")))
+            }
+            Err(e) => return Err(self.bad(Error::Corrupt(format!("vector index: {e}")))),
         };
         // Inspect many more tree nodes than arroy's default so small and medium indexes are
         // searched (nearly) exactly; still sub-millisecond at 100k vectors.
@@ -605,13 +560,23 @@ impl Snapshot<'_> {
         if let Some(k) = std::num::NonZeroUsize::new(limit.max(1) * reader.n_trees().max(1) * 8) {
             q.search_k(k);
         }
-        let hits = q
-            .by_vector(&self.txn, v)
-            .map_err(|e| Error::Corrupt(format!("vector search: {e}")))?;
+        let hits = q.by_vector(&self.txn, v).map_err(|e| match e {
+            // A query vector of another model is the caller's mistake, not damage.
+            arroy::Error::InvalidVecDimension { .. } => {
+                Error::Corrupt(format!("vector search: {e}"))
+            }
+            e => self.bad(Error::Corrupt(format!("vector search: {e}"))),
+        })?;
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
         for (item, dist) in hits {
-            let Some(c) = self.cache.store.chunks.get(&self.txn, &item).map_err(lm)? else {
+            let Some(c) = self
+                .cache
+                .store
+                .chunks
+                .get(&self.txn, &item)
+                .map_err(|e| self.bad(lm(e)))?
+            else {
                 continue;
             };
             if seen.insert(c.node_id.clone()) {

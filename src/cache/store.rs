@@ -100,7 +100,7 @@ impl Store {
         opts.map_size(8 << 30).max_dbs(16).max_readers(512);
         // SAFETY: heed requires that the same environment is not opened twice in one process
         // and that the files are not modified outside LMDB. The cache directory is private to
-        // kdd and every environment is opened once per process (see `super::env_for`), then
+        // kdd and every environment is opened once per process (see `super::gen::store_for`), then
         // leaked so its databases can be `'static` (arroy needs that).
         #[allow(unsafe_code)]
         let env = unsafe { opts.open(dir) }.map_err(|e| Error::lmdb(dir, e))?;

@@ -2,7 +2,9 @@
 //! stem) and one per section (heading path + text), analysed twice (Spanish and English
 //! stemming, both folding case and accents, both dropping ES+EN stop words) so either language
 //! matches. Lexical search scores each node by its identity document plus its best sections
-//! (section-level BM25: a long spec is not diluted by its length).
+//! (section-level BM25: a long spec is not diluted by its length). Every commit merges deleted
+//! documents away, so BM25 statistics are those of the live documents only: an incrementally
+//! updated index scores exactly like a fresh build.
 
 use super::store::NodeRecord;
 use super::Error;
@@ -209,6 +211,8 @@ pub struct TextIndex {
     pub index: Index,
     pub fields: Fields,
     reader: IndexReader,
+    /// Token totals per field of the searcher generation they were computed for.
+    tokens: std::sync::Mutex<(u64, HashMap<u32, u64>)>,
 }
 
 /// One node's lexical score, with its best section.
@@ -262,6 +266,7 @@ impl TextIndex {
             index,
             fields,
             reader,
+            tokens: std::sync::Mutex::new((u64::MAX, HashMap::new())),
         })
     }
 
@@ -272,11 +277,27 @@ impl TextIndex {
             .map_err(|e| Error::Corrupt(format!("text index reload: {e}")))
     }
 
-    /// A writer (one thread, modest memory).
+    /// A writer (one thread, modest memory, no background merges: see [`TextIndex::commit`]).
     pub fn writer(&self) -> Result<IndexWriter<TantivyDocument>, Error> {
-        self.index
+        let w = self
+            .index
             .writer_with_num_threads(1, 30_000_000)
-            .map_err(|e| Error::Corrupt(format!("text index writer: {e}")))
+            .map_err(|e| Error::Corrupt(format!("text index writer: {e}")))?;
+        w.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
+        Ok(w)
+    }
+
+    /// Commit, then merge deleted documents away: BM25 statistics count deleted documents until
+    /// their segment is merged (an updated index would score unlike a fresh build).
+    pub fn commit(&self, mut w: IndexWriter<TantivyDocument>) -> Result<(), Error> {
+        let err = |e: tantivy::TantivyError| Error::Corrupt(format!("text index commit: {e}"));
+        w.commit().map_err(err)?;
+        let metas = self.index.searchable_segment_metas().map_err(err)?;
+        if metas.iter().any(|m| m.has_deletes()) {
+            let ids: Vec<_> = metas.iter().map(|m| m.id()).collect();
+            w.merge(&ids).wait().map_err(err)?;
+        }
+        w.wait_merging_threads().map_err(err)
     }
 
     /// Remove a node's documents.
@@ -381,7 +402,23 @@ impl TextIndex {
     }
 
     /// Field-weighted BM25 over identity and section documents, aggregated per node.
+    /// A panic inside tantivy (it trusts its files: garbage postings or a garbage doc store
+    /// panic) is reported as damage, so the cache heals instead of the process dying.
     pub fn search(
+        &self,
+        text: &str,
+        filter: &TextFilter,
+        limit: usize,
+    ) -> Result<Vec<LexHit>, Error> {
+        let run = std::panic::AssertUnwindSafe(|| self.search_inner(text, filter, limit));
+        std::panic::catch_unwind(run).unwrap_or_else(|_| {
+            Err(Error::Corrupt(
+                "text search panicked on damaged files".into(),
+            ))
+        })
+    }
+
+    fn search_inner(
         &self,
         text: &str,
         filter: &TextFilter,
@@ -436,10 +473,15 @@ impl TextIndex {
             query = Box::new(BooleanQuery::new(must));
         }
         let searcher = self.reader.searcher();
+        let stats = super::bm25::LiveStats {
+            searcher: &searcher,
+            memo: &self.tokens,
+        };
         let top = searcher
-            .search(
+            .search_with_statistics_provider(
                 &query,
                 &TopDocs::with_limit(limit.max(1) * 8).order_by_score(),
+                &stats,
             )
             .map_err(|e| Error::Corrupt(format!("text search: {e}")))?;
         struct Acc {

@@ -119,6 +119,19 @@ pub fn main() -> ExitCode {
 }
 
 fn dispatch(cli: &Cli) -> anyhow::Result<ExitStatus> {
+    match run_command(cli) {
+        // A read met a damaged query cache; its generation is condemned, so running the
+        // command again rebuilds the cache first (once: a second failure is reported).
+        Err(e) if e.is::<commands::query::CacheDamaged>() => {
+            output::warn(&format!("{e}; rebuilding it and answering again"));
+            commands::query::RETRYING.store(true, std::sync::atomic::Ordering::SeqCst);
+            run_command(cli)
+        }
+        r => r,
+    }
+}
+
+fn run_command(cli: &Cli) -> anyhow::Result<ExitStatus> {
     let g = &cli.global;
     match &cli.command {
         Command::Index(a) => commands::index::run(a, g),

@@ -1,10 +1,17 @@
 //! The only place that writes to stdout/stderr. Over MCP stdio, stdout *is* the protocol, so
 //! every human message goes to stderr and data goes through [`data`] / [`json`].
+//!
+//! Nothing from the repository reaches the terminal raw: messages are single lines with every
+//! control character escaped, data keeps only its newlines, tabs and the colour (SGR,
+//! `ESC [ digits ; m`) sequences `kdd` itself adds (both through
+//! [`crate::spec::escape_control_keep`]), so a file name cannot forge a diagnostic line, move
+//! the cursor, clear the screen or retitle the terminal.
 
 use std::io::Write;
 
 /// Write data (a result) to stdout. Errors (broken pipe) are returned to the caller.
 pub fn data(text: &str) -> std::io::Result<()> {
+    let text = escape_data(text);
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
     if !text.ends_with('\n') {
@@ -19,23 +26,72 @@ pub fn json<T: serde::Serialize>(v: &T) -> std::io::Result<()> {
     data(&s)
 }
 
+/// Stdout text: newlines, tabs and SGR colour sequences kept, every other control escaped.
+fn escape_data(text: &str) -> std::borrow::Cow<'_, str> {
+    let sgr_len = |rest: &str| {
+        let b = rest.as_bytes();
+        if b.len() < 3 || b[0] != 0x1b || b[1] != b'[' {
+            return None;
+        }
+        let n = b[2..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit() || **c == b';')
+            .count();
+        (b.get(2 + n) == Some(&b'm')).then_some(3 + n)
+    };
+    if !text.contains('\u{1b}') {
+        return crate::spec::escape_control_keep(text, "\n\t");
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('\u{1b}') {
+        out.push_str(&crate::spec::escape_control_keep(&rest[..i], "\n\t"));
+        rest = &rest[i..];
+        let n = sgr_len(rest).unwrap_or(0);
+        if n > 0 {
+            out.push_str(&rest[..n]);
+        } else {
+            out.push_str("\\u001b");
+        }
+        rest = &rest[n.max(1)..];
+    }
+    out.push_str(&crate::spec::escape_control_keep(rest, "\n\t"));
+    std::borrow::Cow::Owned(out)
+}
+
+fn line(msg: &str) -> std::borrow::Cow<'_, str> {
+    crate::spec::escape_control(msg)
+}
+
 /// An informational line on stderr.
 pub fn info(msg: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{msg}");
+    let _ = writeln!(std::io::stderr().lock(), "{}", line(msg));
 }
 
 /// A warning on stderr.
 pub fn warn(msg: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "kdd: warning: {msg}");
+    let _ = writeln!(std::io::stderr().lock(), "kdd: warning: {}", line(msg));
 }
 
 /// An error on stderr.
 pub fn error(msg: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "kdd: error: {msg}");
+    let _ = writeln!(std::io::stderr().lock(), "kdd: error: {}", line(msg));
 }
 
 /// True when colour may be used on stderr (NO_COLOR unset and stderr is a terminal).
 pub fn color() -> bool {
     use std::io::IsTerminal;
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn data_keeps_layout_and_colour_only() {
+        assert_eq!(super::escape_data("a\tb\nc"), "a\tb\nc");
+        assert_eq!(
+            super::escape_data("\u{1b}[1;36mid\u{1b}[0m \u{1b}]0;title\u{7} \u{1b}[2J\r"),
+            "\u{1b}[1;36mid\u{1b}[0m \\u001b]0;title\\u0007 \\u001b[2J\\r"
+        );
+    }
 }

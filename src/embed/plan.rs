@@ -60,14 +60,23 @@ impl VectorPool {
     /// caller reports it and the spec's chunks are simply re-embedded).
     pub fn add_path(&mut self, paths: &ArtifactPaths, rel: &str) -> Result<(), Error> {
         let abs = paths.abs(rel);
-        match std::fs::read(&abs) {
+        // The one no-follow, bounded read (a committed link to /dev/zero is never followed).
+        match crate::source::read_regular(&abs, rel, 64 << 20) {
             Ok(bytes) => {
                 let f = decode(rel, &bytes)?;
                 self.add_file(&f);
                 Ok(())
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(Error::Io { path: abs, source }),
+            Err(crate::source::Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Ok(())
+            }
+            Err(crate::source::Error::Io { source, .. }) => Err(Error::Io { path: abs, source }),
+            Err(other) => Err(Error::Io {
+                path: abs,
+                source: std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
+            }),
         }
     }
 

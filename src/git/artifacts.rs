@@ -70,7 +70,7 @@ pub fn derive_spec(
 
 fn kdd_version(bytes: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(bytes).ok()?;
-    let docs = yaml_rust2::YamlLoader::load_from_str(text).ok()?;
+    let docs = crate::parse::yaml::load(text).ok()?;
     let v = crate::parse::frontmatter::to_json(docs.into_iter().next()?);
     v.get("kdd_version")
         .and_then(crate::parse::frontmatter::scalar)
@@ -117,17 +117,30 @@ pub fn derive_manifest<'a>(
     render_manifest(&m)
 }
 
+/// What [`derive_index`] derived.
+#[derive(Debug, Clone, Default)]
+pub struct DerivedIndex {
+    /// Path relative to `.kdd-index/` → bytes.
+    pub files: BTreeMap<String, Vec<u8>>,
+    /// Every diagnostic (warnings included).
+    pub diagnostics: Vec<Diagnostic>,
+    /// Spec paths that could not be indexed at all (their previous artifacts are kept by the
+    /// hook, so they are neither missing nor extra).
+    pub unreadable: BTreeSet<String>,
+}
+
 /// The complete expected `.kdd-index/` (path relative to it → bytes) for the files of a tree,
-/// exactly what a fresh full index writes: duplicate ids go to the first path, specs that cannot
+/// exactly what a fresh full index writes (specs excluded by the tree's `.kddignore` skipped): duplicate ids go to the first path, specs that cannot
 /// be read are returned as diagnostics.
 pub fn derive_index(
     settings: &Settings,
     files: &[(String, Vec<u8>)],
     existing_manifest: Option<&[u8]>,
     extras: Option<&dyn crate::index::ArtifactExtras>,
-) -> (BTreeMap<String, Vec<u8>>, Vec<Diagnostic>) {
+) -> DerivedIndex {
     let mut out = BTreeMap::new();
     let mut diags = Vec::new();
+    let mut unreadable = BTreeSet::new();
     let mut ids: BTreeSet<String> = BTreeSet::new();
     let mut indexed: Vec<&str> = Vec::new();
     let mut sorted: Vec<&(String, Vec<u8>)> = files.iter().collect();
@@ -137,8 +150,13 @@ pub fn derive_index(
         .iter()
         .find(|(p, _)| *p == yaml)
         .map(|(_, b)| b.as_slice());
+    let ign_path = crate::source::kddignore_path(&settings.specs_root);
+    let ign = match sorted.iter().find(|(p, _)| *p == ign_path) {
+        Some((_, b)) => crate::source::Ignore::from_bytes(&settings.specs_root, b),
+        None => crate::source::Ignore::none(&settings.specs_root),
+    };
     for (p, b) in sorted {
-        if !is_spec_path(&settings.specs_root, p) {
+        if !is_spec_path(&settings.specs_root, p) || ign.ignores(p) {
             continue;
         }
         match derive_spec(settings, p, b, extras) {
@@ -156,7 +174,10 @@ pub fn derive_index(
                 indexed.push(p);
                 out.extend(d.files);
             }
-            Err(d) => diags.push(d),
+            Err(d) => {
+                unreadable.insert(p.clone());
+                diags.push(d);
+            }
         }
     }
     if !indexed.is_empty() || existing_manifest.is_some() {
@@ -171,7 +192,11 @@ pub fn derive_index(
             ),
         );
     }
-    (out, diags)
+    DerivedIndex {
+        files: out,
+        diagnostics: diags,
+        unreadable,
+    }
 }
 
 #[cfg(test)]

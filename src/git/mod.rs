@@ -10,7 +10,7 @@
 mod artifacts;
 
 pub use artifacts::{
-    derive_index, derive_manifest, derive_spec, is_spec_path, kdd_yaml_path, Derived,
+    derive_index, derive_manifest, derive_spec, is_spec_path, kdd_yaml_path, Derived, DerivedIndex,
 };
 
 use gix::ObjectId;
@@ -96,9 +96,41 @@ fn under(path: &str, prefix: &str) -> bool {
             && path.as_bytes()[prefix.len()] == b'/')
 }
 
-/// Staged (stage 0) blobs under `prefix` (`""` = everything) of a loaded index.
+/// Staged (stage 0) blobs under `prefix` (`""` = everything) of a loaded index. Symbolic links
+/// (mode 120000) are never returned: their blob is a link target, not a file's bytes (see
+/// [`index_links`] and [`crate::source`]).
 pub fn index_entries(index: &gix::index::File, prefix: &str) -> Entries {
+    index_entries_and_links(index, prefix).0
+}
+
+/// Staged (stage 0) symbolic links under `prefix`, sorted: each spec path among them is the
+/// per-file error [`crate::source::symlink_diagnostic`], as in `kdd index`.
+pub fn index_links(index: &gix::index::File, prefix: &str) -> Vec<String> {
+    index_entries_and_links(index, prefix).1
+}
+
+/// The first folder of `specs_root` (`docs`, then `docs/specs`) staged as a symbolic link, if
+/// any: the whole specs root is then unreadable, as `kdd index` says for the work tree.
+pub fn staged_root_link(index: &gix::index::File, specs_root: &str) -> Option<String> {
+    let mut prefix = String::new();
+    for c in specs_root.split('/').filter(|c| !c.is_empty()) {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(c);
+        let link = index
+            .entry_by_path(prefix.as_str().into())
+            .is_some_and(|e| e.mode == gix::index::entry::Mode::SYMLINK);
+        if link {
+            return Some(prefix);
+        }
+    }
+    None
+}
+
+fn index_entries_and_links(index: &gix::index::File, prefix: &str) -> (Entries, Vec<String>) {
     let mut out = Entries::new();
+    let mut links = Vec::new();
     let entries = if prefix.is_empty() {
         Some(index.entries())
     } else {
@@ -115,11 +147,17 @@ pub fn index_entries(index: &gix::index::File, prefix: &str) -> Entries {
             continue;
         }
         let p = e.path(index).to_string();
-        if under(&p, prefix) {
+        if !under(&p, prefix) {
+            continue;
+        }
+        if e.mode == gix::index::entry::Mode::SYMLINK {
+            links.push(p);
+        } else {
             out.insert(p, e.id);
         }
     }
-    out
+    links.sort();
+    (out, links)
 }
 
 /// A digest of every entry (path, stage, mode, blob id) under the given prefixes of a loaded
@@ -164,13 +202,23 @@ pub fn staged_entries(repo: &gix::Repository, prefix: &str) -> Result<Entries, E
 }
 
 /// Blobs under `prefix` in the tree of `rev` (`HEAD`, a branch, a commit id). An unborn `HEAD`
-/// gives an empty map (the first commit diffs against the empty tree).
+/// gives an empty map (the first commit diffs against the empty tree). Symbolic links are never
+/// returned (see [`tree_entries_and_links`]).
 pub fn tree_entries(repo: &gix::Repository, rev: &str, prefix: &str) -> Result<Entries, Error> {
+    Ok(tree_entries_and_links(repo, rev, prefix)?.0)
+}
+
+/// [`tree_entries`] plus the sorted paths of the symbolic links under `prefix` (never read).
+pub fn tree_entries_and_links(
+    repo: &gix::Repository,
+    rev: &str,
+    prefix: &str,
+) -> Result<(Entries, Vec<String>), Error> {
     let id = match repo.rev_parse_single(rev) {
         Ok(id) => id,
         Err(e) => {
             if rev == "HEAD" && repo.head_id().is_err() {
-                return Ok(Entries::new());
+                return Ok((Entries::new(), Vec::new()));
             }
             return Err(read_err(format!("revision {rev}"))(e));
         }
@@ -190,7 +238,7 @@ pub fn tree_entries(repo: &gix::Repository, rev: &str, prefix: &str) -> Result<E
                 .object()
                 .map_err(read_err(format!("{rev}:{prefix}")))?
                 .into_tree(),
-            _ => return Ok(Entries::new()),
+            _ => return Ok((Entries::new(), Vec::new())),
         }
     };
     let mut rec = gix::traverse::tree::Recorder::default();
@@ -198,17 +246,38 @@ pub fn tree_entries(repo: &gix::Repository, rev: &str, prefix: &str) -> Result<E
         .breadthfirst(&mut rec)
         .map_err(read_err(format!("{rev}:{prefix}")))?;
     let mut out = Entries::new();
+    let mut links = Vec::new();
     for e in rec.records {
-        if e.mode.is_blob() || e.mode.is_link() {
-            let p = if prefix.is_empty() {
+        let p = || {
+            if prefix.is_empty() {
                 e.filepath.to_string()
             } else {
                 format!("{prefix}/{}", e.filepath)
-            };
-            out.insert(p, e.oid);
+            }
+        };
+        if e.mode.is_link() {
+            links.push(p());
+        } else if e.mode.is_blob() {
+            out.insert(p(), e.oid);
         }
     }
-    Ok(out)
+    links.sort();
+    Ok((out, links))
+}
+
+/// The `.kddignore` of `specs_root` among `path → blob` entries (staged or a tree): what
+/// every reader of those entries must exclude (see [`crate::source::Ignore`]).
+pub fn ignore_of(
+    repo: &gix::Repository,
+    entries: &Entries,
+    specs_root: &str,
+) -> Result<crate::source::Ignore, Error> {
+    Ok(
+        match entries.get(&crate::source::kddignore_path(specs_root)) {
+            Some(id) => crate::source::Ignore::from_bytes(specs_root, &read_blob(repo, *id)?),
+            None => crate::source::Ignore::none(specs_root),
+        },
+    )
 }
 
 /// The bytes of a blob.
@@ -218,7 +287,8 @@ pub fn read_blob(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>, Error>
         .map_err(read_err(format!("blob {id}")))
 }
 
-/// Every file under `prefix` at `rev` with its bytes (for bare repositories: `serve`, `verify`).
+/// Every regular file under `prefix` at `rev` with its bytes (for bare repositories: `serve`,
+/// `verify`); symbolic links are never read.
 pub fn read_tree_files(
     repo: &gix::Repository,
     rev: &str,
@@ -338,7 +408,9 @@ pub fn stage_paths(repo: &gix::Repository, workdir: &Path, paths: &[String]) -> 
     if paths.is_empty() {
         return Ok(());
     }
-    // `--force-remove` stages a removal; `--add --remove` adds or updates present files.
+    // `--force-remove` stages a removal; `--add --remove` adds or updates present files;
+    // `--replace` drops a conflicting entry (a committed symlink where kdd now has a folder,
+    // e.g. `.kdd-index/nodes/entity -> /elsewhere`, replaced by `artifact::write_artifact`).
     let (present, missing): (Vec<&String>, Vec<&String>) = paths
         .iter()
         .partition(|p| workdir.join(p.as_str()).exists());
@@ -368,7 +440,14 @@ pub fn stage_paths(repo: &gix::Repository, workdir: &Path, paths: &[String]) -> 
         if !present.is_empty() {
             git_stdin(
                 workdir,
-                &["update-index", "--add", "--remove", "-z", "--stdin"],
+                &[
+                    "update-index",
+                    "--add",
+                    "--remove",
+                    "--replace",
+                    "-z",
+                    "--stdin",
+                ],
                 &z(&present),
                 &env,
             )?;

@@ -20,7 +20,7 @@
 
 use crate::artifact::{
     self, read_manifest, remove_artifacts, render_links, render_manifest, render_node,
-    write_if_changed, ArtifactPaths, IndexStore, Manifest, Structure,
+    ArtifactPaths, IndexStore, Manifest, Structure,
 };
 use crate::config::Settings;
 use crate::spec::{Diagnostic, Extracted, Node, Severity};
@@ -32,8 +32,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Errors that stop a whole run (per-file problems are diagnostics, never errors).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{path}: specs directory not found; create it, or pass --specs DIR / set KDD_SPECS / `git config kdd.specs DIR`")]
-    SpecsMissing { path: PathBuf },
+    #[error(transparent)]
+    Source(#[from] crate::source::Error),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -118,31 +118,7 @@ impl Outcome {
     }
 }
 
-/// True for paths the indexer reads: `.md`/`.markdown`/`.feature` files under `specs_root`, not
-/// hidden, not `_`-prefixed files.
-pub fn is_spec_path(path: &str, specs_root: &str) -> bool {
-    let rel = if specs_root.is_empty() {
-        path
-    } else {
-        match path
-            .strip_prefix(specs_root)
-            .and_then(|r| r.strip_prefix('/'))
-        {
-            Some(r) => r,
-            None => return false,
-        }
-    };
-    let comps: Vec<&str> = rel.split('/').collect();
-    if comps.iter().any(|c| c.is_empty() || c.starts_with('.')) {
-        return false;
-    }
-    if comps.first() == Some(&crate::artifact::INDEX_DIR) {
-        return false;
-    }
-    let file = comps.last().copied().unwrap_or("");
-    !file.starts_with('_')
-        && (file.ends_with(".md") || file.ends_with(".markdown") || file.ends_with(".feature"))
-}
+pub use crate::source::is_spec_path;
 
 /// When the configured specs root does not exist but the committed manifest names another
 /// one that does (the index was built with `--specs DIR`), use the manifest's.
@@ -160,61 +136,16 @@ pub fn with_manifest_specs_root(mut settings: Settings) -> Settings {
     settings
 }
 
-/// Repo-relative paths of every spec file in the work tree, sorted.
-pub fn list_specs(settings: &Settings) -> Result<Vec<String>, Error> {
-    let dir = settings.specs_dir();
-    if !dir.is_dir() {
-        return Err(Error::SpecsMissing { path: dir });
-    }
-    let mut out = Vec::new();
-    walk(&dir, &settings.specs_root, &mut out)?;
-    out.retain(|p| is_spec_path(p, &settings.specs_root));
-    out.sort();
-    Ok(out)
+/// Repo-relative paths of every regular spec file in the work tree, sorted, and the per-file
+/// errors of the walk (symlinked or non-regular specs: see [`crate::source`]).
+pub fn list_specs(settings: &Settings) -> Result<(Vec<String>, Vec<Diagnostic>), Error> {
+    let w = crate::source::walk_specs(&settings.repo_root, &settings.specs_root)?;
+    Ok((w.files, w.diagnostics))
 }
 
-fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<(), Error> {
-    let rd = std::fs::read_dir(dir).map_err(|source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    for entry in rd.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        let child = if rel.is_empty() {
-            name.clone()
-        } else {
-            format!("{rel}/{name}")
-        };
-        let Ok(ft) = entry.file_type() else { continue };
-        if ft.is_dir() {
-            walk(&entry.path(), &child, out)?;
-        } else if ft.is_file() {
-            out.push(child);
-        }
-    }
-    Ok(())
-}
-
-fn read_spec(repo_root: &Path, path: &str) -> Result<Vec<u8>, Diagnostic> {
-    let abs = repo_root.join(path);
-    let err = |message: String| Diagnostic {
-        severity: Severity::Error,
-        file: path.to_string(),
-        line: None,
-        message,
-    };
-    let meta = std::fs::metadata(&abs).map_err(|e| err(format!("cannot read: {e}")))?;
-    if meta.len() > crate::parse::MAX_SPEC_BYTES as u64 {
-        return Err(err(format!(
-            "file is {} bytes, over the {} MB limit for a spec; skipped (split it or move it out of the specs root)",
-            meta.len(),
-            crate::parse::MAX_SPEC_BYTES / (1024 * 1024)
-        )));
-    }
-    std::fs::read(&abs).map_err(|e| err(format!("cannot read: {e}")))
+fn read_spec(settings: &Settings, path: &str) -> Result<Vec<u8>, Diagnostic> {
+    crate::source::read_spec(&settings.repo_root, path, &settings.specs_root)
+        .map_err(|e| e.diagnostic())
 }
 
 /// Render every artifact file of one spec: node, edges (omitted when there are no links) and
@@ -291,7 +222,7 @@ impl Writer<'_> {
         let mut removed = Vec::new();
         let mut expected = Vec::new();
         for (rel, bytes) in files {
-            if write_if_changed(&self.paths.abs(&rel), &bytes)? {
+            if artifact::write_artifact(&self.paths, &rel, &bytes)? {
                 written.push(format!("{}{rel}", self.prefix));
             }
             expected.push(rel);
@@ -321,7 +252,9 @@ impl Writer<'_> {
     }
 }
 
-fn duplicate_error(loser: &str, winner: &str, id: &str) -> Diagnostic {
+/// The error of a spec whose id is already taken by `winner` (first path in order); shared
+/// with the hook so both say the same.
+pub fn duplicate_error(loser: &str, winner: &str, id: &str) -> Diagnostic {
     Diagnostic {
         severity: Severity::Error,
         file: loser.to_string(),
@@ -335,7 +268,7 @@ fn duplicate_error(loser: &str, winner: &str, id: &str) -> Diagnostic {
 /// Read `kdd_version` from `<specs>/_kdd.yaml`.
 fn kdd_version(bytes: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(bytes).ok()?;
-    let docs = yaml_rust2::YamlLoader::load_from_str(text).ok()?;
+    let docs = crate::parse::yaml::load(text).ok()?;
     let v = crate::parse::frontmatter::to_json(docs.into_iter().next()?);
     v.get("kdd_version")
         .and_then(crate::parse::frontmatter::scalar)
@@ -376,7 +309,7 @@ fn build_manifest(
 }
 
 fn write_manifest(m: &Manifest, w: &Writer<'_>, out: &mut Outcome) -> Result<(), Error> {
-    if write_if_changed(&w.paths.manifest(), &render_manifest(m))? {
+    if artifact::write_artifact(&w.paths, "manifest.json", &render_manifest(m))? {
         out.written.push(format!("{}manifest.json", w.prefix));
     }
     Ok(())
@@ -384,7 +317,7 @@ fn write_manifest(m: &Manifest, w: &Writer<'_>, out: &mut Outcome) -> Result<(),
 
 /// Index every spec of the work tree (see the module docs).
 pub fn full(settings: &Settings, opts: &Options<'_>) -> Result<Outcome, Error> {
-    let files = list_specs(settings)?;
+    let (files, walk_diags) = list_specs(settings)?;
     let paths = ArtifactPaths::new(&settings.index_dir);
     let w = Writer {
         paths: paths.clone(),
@@ -392,7 +325,9 @@ pub fn full(settings: &Settings, opts: &Options<'_>) -> Result<Outcome, Error> {
         opts: *opts,
     };
     let mut out = Outcome {
-        files: files.len(),
+        files: files.len() + walk_diags.len(),
+        failed: walk_diags.len(),
+        diagnostics: walk_diags,
         ..Outcome::default()
     };
     let done = AtomicUsize::new(0);
@@ -400,7 +335,7 @@ pub fn full(settings: &Settings, opts: &Options<'_>) -> Result<Outcome, Error> {
     let results: Vec<Result<Extracted, Diagnostic>> = files
         .par_iter()
         .map(|p| {
-            let r = read_spec(&settings.repo_root, p)
+            let r = read_spec(settings, p)
                 .and_then(|bytes| crate::extract::extract(p, &bytes, &settings.specs_root));
             if let Some(cb) = opts.progress {
                 cb(done.fetch_add(1, Ordering::Relaxed) + 1, total);
@@ -469,7 +404,8 @@ pub fn full(settings: &Settings, opts: &Options<'_>) -> Result<Outcome, Error> {
             }
         }
     }
-    let kv = std::fs::read(settings.specs_dir().join("_kdd.yaml"))
+    let kdd_yaml = settings.specs_dir().join("_kdd.yaml");
+    let kv = crate::source::read_regular(&kdd_yaml, "_kdd.yaml", crate::parse::MAX_SPEC_BYTES)
         .ok()
         .and_then(|b| kdd_version(&b));
     let nodes: Vec<&Node> = list.iter().map(|e| &e.node).collect();

@@ -6,21 +6,26 @@
 //!   - node files: equal → keep; one side unchanged → the other; both changed → the node with the
 //!     smaller canonical bytes (deterministic; artifacts carry no clock). The post-merge heal or
 //!     next pre-commit re-derives it from the merged spec, so the index ends equal to a fresh
-//!     index of the merged specs.
+//!     index of the merged specs. Nodes are merged whole, keys this kdd does not know included
+//!     (`fields.rs`): a node written by a newer kdd keeps its new fields.
 //!   - edge files: set union by (type, to, domain), minus the links either side removed
-//!     relative to the base (cascading removals).
-//!   - embedding files: opaque bytes; one side unchanged → the other; both changed → the
-//!     smaller bytes (re-derived with their node by the heal).
+//!     relative to the base (cascading removals); unknown keys of a line are kept.
+//!   - embedding files: a valid vector file always wins over an invalid one (empty, truncated,
+//!     garbage); between two valid ones, one side unchanged → the other, both changed → the
+//!     smaller bytes (re-derived with their node by the heal); two invalid → the fallback.
+//! - Every rule is total: arbitrary bytes never panic, they give `Unsupported` (property tests
+//!   and a bounded fuzz in `proptests.rs` and `tests/it/hostile/net.rs`).
 //!   - manifest: field-wise three-way merge, union of domains; incompatible embedding models or
 //!     format versions are a real conflict ("Incompatible embedding models, cannot merge").
 //! - [`refs`]: the ref-level merge of whole indexes for the server (`kdd merge-index`, CMD-004).
 
+mod fields;
+#[cfg(test)]
+mod proptests;
 pub mod refs;
 
-use crate::artifact::{
-    render_links, render_manifest, render_node, IndexLevel, Manifest, FORMAT_VERSION,
-};
-use crate::spec::{LinkRecord, Node};
+use crate::artifact::{render_manifest, IndexLevel, Manifest, FORMAT_VERSION};
+use crate::spec::LinkRecord;
 use std::collections::BTreeSet;
 
 /// The message of an incompatible-manifest conflict (BR-MERGE-001).
@@ -73,7 +78,7 @@ pub fn merge_file(kind: FileKind, base: Option<&[u8]>, ours: &[u8], theirs: &[u8
     match kind {
         FileKind::Node => merge_node(base, ours, theirs),
         FileKind::Edges => merge_edges(base, ours, theirs),
-        FileKind::Embedding => Outcome::Merged(pick3(base, ours, theirs).to_vec()),
+        FileKind::Embedding => merge_embeddings(base, ours, theirs),
         FileKind::Manifest => merge_manifest(base, ours, theirs),
         FileKind::Other => Outcome::Unsupported("not a kdd artifact".into()),
     }
@@ -92,33 +97,34 @@ fn pick3<'a>(base: Option<&[u8]>, ours: &'a [u8], theirs: &'a [u8]) -> &'a [u8] 
 
 fn merge_node(base: Option<&[u8]>, ours: &[u8], theirs: &[u8]) -> Outcome {
     let parse = |b: &[u8], side: &str| {
-        serde_json::from_slice::<Node>(b).map_err(|e| format!("{side} node is not valid: {e}"))
+        fields::parse_node(b).map_err(|e| format!("{side} node is not valid: {e}"))
     };
     let (o, t) = match (parse(ours, "our"), parse(theirs, "their")) {
         (Ok(o), Ok(t)) => (o, t),
         (Err(e), _) | (_, Err(e)) => return Outcome::Unsupported(e),
     };
-    let b = base.and_then(|b| serde_json::from_slice::<Node>(b).ok());
-    let winner = if o == t || b.as_ref() == Some(&t) {
-        o
-    } else if b.as_ref() == Some(&o) {
-        t
-    } else {
-        let (ro, rt) = (render_node(&o), render_node(&t));
-        if ro <= rt {
-            o
-        } else {
-            t
-        }
-    };
-    Outcome::Merged(render_node(&winner))
+    // Whole nodes, unknown keys included, so the winner is one side's node, complete.
+    let b = base.and_then(|b| fields::parse_node(b).ok());
+    let (ro, rt) = (fields::render_node(&o), fields::render_node(&t));
+    let rb = b.as_ref().map(fields::render_node);
+    Outcome::Merged(pick3(rb.as_deref(), &ro, &rt).to_vec())
 }
 
-fn parse_links(b: &[u8]) -> Result<BTreeSet<LinkRecord>, String> {
+/// An edges file as canonical lines keyed by their typed part.
+fn parse_links(b: &[u8]) -> Result<BTreeSet<(LinkRecord, String)>, String> {
     let text = std::str::from_utf8(b).map_err(|e| e.to_string())?;
     text.lines()
         .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).map_err(|e| format!("edge line {l:?}: {e}")))
+        .map(|l| {
+            fields::parse_link(l)
+                .map(|(rec, line)| (rec.known, line))
+                .map_err(|e| {
+                    format!(
+                        "edge line {:?}: {e}",
+                        l.chars().take(80).collect::<String>()
+                    )
+                })
+        })
         .collect()
 }
 
@@ -130,16 +136,41 @@ fn merge_edges(base: Option<&[u8]>, ours: &[u8], theirs: &[u8]) -> Outcome {
     // An unreadable base (a criss-cross merge's virtual ancestor can hold conflict markers)
     // counts as empty: a plain union, nothing removed.
     let b = base.and_then(|b| parse_links(b).ok()).unwrap_or_default();
-    let removed: BTreeSet<&LinkRecord> = b
+    let removed: BTreeSet<&(LinkRecord, String)> = b
         .iter()
         .filter(|l| !o.contains(*l) || !t.contains(*l))
         .collect();
-    let merged: Vec<LinkRecord> = o
-        .union(&t)
-        .filter(|l| !removed.contains(l))
-        .cloned()
-        .collect();
-    Outcome::Merged(render_links(&merged))
+    Outcome::Merged(render_link_lines(
+        o.union(&t).filter(|l| !removed.contains(l)),
+    ))
+}
+
+/// An edges file from canonical lines sorted by their typed part (the order `kdd index`
+/// writes). A set by (type, to, domain): when sides changed one link's unknown keys
+/// differently, the smaller canonical line stays (deterministic, symmetric).
+fn render_link_lines<'a>(lines: impl Iterator<Item = &'a (LinkRecord, String)>) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut last: Option<&LinkRecord> = None;
+    for l in lines {
+        if last != Some(&l.0) {
+            out.extend_from_slice(l.1.as_bytes());
+            out.push(b'\n');
+            last = Some(&l.0);
+        }
+    }
+    out
+}
+
+/// Vector files: a valid side always wins over an invalid (empty, truncated, garbage) one;
+/// two valid sides follow the three-way rule; two invalid sides are left to the fallback.
+fn merge_embeddings(base: Option<&[u8]>, ours: &[u8], theirs: &[u8]) -> Outcome {
+    let valid = |b: &[u8]| crate::embed::store::decode("", b).is_ok();
+    match (valid(ours), valid(theirs)) {
+        (true, true) => Outcome::Merged(pick3(base.filter(|b| valid(b)), ours, theirs).to_vec()),
+        (true, false) => Outcome::Merged(ours.to_vec()),
+        (false, true) => Outcome::Merged(theirs.to_vec()),
+        (false, false) => Outcome::Unsupported("neither side is a valid kdd vector file".into()),
+    }
 }
 
 fn parse_manifest(b: &[u8], side: &str) -> Result<Manifest, String> {
@@ -238,7 +269,8 @@ fn merge_manifest(base: Option<&[u8]>, ours: &[u8], theirs: &[u8]) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::artifact::{EmbeddingInfo, Structure};
+    use crate::artifact::{render_node, EmbeddingInfo, Structure};
+    use crate::spec::Node;
     use crate::spec::{Kind, Layer};
 
     fn node(hash: &str, title: &str) -> Vec<u8> {

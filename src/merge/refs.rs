@@ -2,9 +2,10 @@
 //! several developers' branches: per node last-write-wins by the commit time of the commit that
 //! last changed that node's spec on each side, delete-wins against the merge base, edge union
 //! with cascading removals, embeddings follow the winning node, manifests must be compatible.
+//! Node and edge keys this kdd does not know are kept (see `fields.rs`).
 
-use super::{merge_manifests, INCOMPATIBLE};
-use crate::artifact::{render_links, render_manifest, render_node, Manifest};
+use super::{fields, merge_manifests, INCOMPATIBLE};
+use crate::artifact::{render_manifest, Manifest};
 use crate::git;
 use crate::spec::{LinkRecord, Node};
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,7 +34,10 @@ pub enum Error {
 #[derive(Debug, Clone, PartialEq)]
 struct Entry {
     node: Node,
-    links: BTreeSet<LinkRecord>,
+    /// Canonical bytes of the node file, keys this kdd does not know included.
+    raw: Vec<u8>,
+    /// Edge lines (typed part, canonical line with unknown keys).
+    links: BTreeSet<(LinkRecord, String)>,
     embedding: Option<Vec<u8>>,
 }
 
@@ -53,7 +57,7 @@ fn read_index(repo: &gix::Repository, rev: &str) -> Result<Index, Error> {
     let entries = git::tree_entries(repo, rev, crate::artifact::INDEX_DIR)?;
     let mut manifest = None;
     let mut nodes: BTreeMap<String, Entry> = BTreeMap::new();
-    let mut links: BTreeMap<String, BTreeSet<LinkRecord>> = BTreeMap::new();
+    let mut links: BTreeMap<String, BTreeSet<(LinkRecord, String)>> = BTreeMap::new();
     let mut embeddings: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     for (path, id) in &entries {
         let rel = &path[crate::artifact::INDEX_DIR.len() + 1..];
@@ -64,12 +68,12 @@ fn read_index(repo: &gix::Repository, rev: &str) -> Result<Index, Error> {
             .strip_prefix("nodes/")
             .and_then(|r| r.strip_suffix(".json"))
         {
-            let n: Node =
-                serde_json::from_slice(&bytes).map_err(|e| corrupt(path, e.to_string()))?;
+            let rec = fields::parse_node(&bytes).map_err(|e| corrupt(path, e))?;
             nodes.insert(
                 stem.to_string(),
                 Entry {
-                    node: n,
+                    raw: fields::render_node(&rec),
+                    node: rec.known,
                     links: BTreeSet::new(),
                     embedding: None,
                 },
@@ -230,7 +234,7 @@ pub fn merge_refs(repo_dir: &Path, revs: &[String]) -> Result<Report, Error> {
             for (i, e) in &changed {
                 let t = git::last_change_time(repo_dir, &revs[*i], &e.node.source_file)?
                     .unwrap_or(i64::MIN);
-                let bytes = render_node(&e.node);
+                let bytes = e.raw.clone();
                 let better = match &best {
                     None => true,
                     Some((bt, bb, _, _)) => t > *bt || (t == *bt && bytes < *bb),
@@ -255,7 +259,7 @@ pub fn merge_refs(repo_dir: &Path, revs: &[String]) -> Result<Report, Error> {
         };
         let (_, we) = winner;
         // Edges: union of the sides minus links any side removed relative to the base.
-        let mut links: BTreeSet<LinkRecord> = present
+        let mut links: BTreeSet<(LinkRecord, String)> = present
             .iter()
             .flat_map(|(_, e)| e.links.iter().cloned())
             .collect();
@@ -266,15 +270,13 @@ pub fn merge_refs(repo_dir: &Path, revs: &[String]) -> Result<Report, Error> {
                 }
             }
         }
-        let links: Vec<LinkRecord> = links.into_iter().collect();
+        let edges = super::render_link_lines(links.iter());
         report.nodes += 1;
-        report.edges += links.len();
+        report.edges += edges.iter().filter(|&&b| b == b'\n').count();
         report
             .files
-            .insert(format!("nodes/{stem}.json"), render_node(&we.node));
-        report
-            .files
-            .insert(format!("edges/{stem}.jsonl"), render_links(&links));
+            .insert(format!("nodes/{stem}.json"), we.raw.clone());
+        report.files.insert(format!("edges/{stem}.jsonl"), edges);
         if let Some(emb) = &we.embedding {
             report
                 .files

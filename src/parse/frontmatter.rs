@@ -1,7 +1,10 @@
 //! YAML front-matter: split the `---` block from the body and convert it to JSON values.
+//!
+//! The YAML is loaded only through the bounded loader ([`super::yaml`]); a document over its
+//! budget (alias bomb, absurd nesting) is a fatal [`FmError`]: the file is not indexed.
 
 use serde_json::{Map, Number, Value};
-use yaml_rust2::{Yaml, YamlLoader};
+use yaml_rust2::Yaml;
 
 /// The result of splitting a file into front-matter and body.
 #[derive(Debug, Clone)]
@@ -25,6 +28,8 @@ pub struct Split<'a> {
 pub struct FmError {
     pub line: Option<usize>,
     pub message: String,
+    /// Set when the YAML is over the parsing budget: the whole file is refused.
+    pub fatal: bool,
 }
 
 /// Split `text` at its front-matter fences (`---` … `---` or `...`).
@@ -75,17 +80,28 @@ impl Split<'_> {
             return Err(FmError {
                 line: Some(1),
                 message: "front-matter `---` is never closed; the whole file was read as Markdown — add the closing `---` line".into(),
+                fatal: false,
             });
         }
         if !self.present || self.yaml.trim().is_empty() {
             return Ok(Map::new());
         }
-        let docs = YamlLoader::load_from_str(self.yaml).map_err(|e| FmError {
-            line: Some(self.yaml_line + e.marker().line().saturating_sub(1)),
-            message: format!(
-                "malformed YAML front-matter ({}); kind, id and status from it are ignored — fix the YAML",
-                e.info()
-            ),
+        let docs = super::yaml::load(self.yaml).map_err(|e| match e {
+            super::yaml::Error::Syntax(e) => FmError {
+                line: Some(self.yaml_line + e.marker().line().saturating_sub(1)),
+                message: format!(
+                    "malformed YAML front-matter ({}); kind, id and status from it are ignored — fix the YAML",
+                    e.info()
+                ),
+                fatal: false,
+            },
+            e => FmError {
+                line: Some(self.yaml_line),
+                message: format!(
+                    "front-matter: {e}; this file was not indexed — remove the anchors/aliases or the nesting"
+                ),
+                fatal: true,
+            },
         })?;
         match docs.into_iter().next() {
             None | Some(Yaml::Null) => Ok(Map::new()),
@@ -99,6 +115,7 @@ impl Split<'_> {
             Some(_) => Err(FmError {
                 line: Some(self.yaml_line),
                 message: "front-matter is not a YAML mapping (`key: value` lines); ignored".into(),
+                fatal: false,
             }),
         }
     }

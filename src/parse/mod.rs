@@ -1,5 +1,9 @@
 //! Parse: spec bytes → [`Document`] (front-matter, title, sections with blocks, wiki-links).
 //!
+//! Bounded: before any parser runs, [`limits::check`] refuses structures whose cost grows with
+//! their count or depth, and YAML loads only through the budgeted [`yaml::load`]; a refused
+//! file is a per-file error naming the file.
+//!
 //! No I/O and no knowledge of kinds: routing and per-kind extraction happen in
 //! [`crate::extract`]. Markdown is parsed with pulldown-cmark (CommonMark + GFM tables), so code
 //! spans and fences never yield links or headings; `.feature` files go through a small Gherkin
@@ -10,16 +14,18 @@
 pub mod frontmatter;
 pub mod gherkin;
 pub mod heading;
+pub mod limits;
 mod markdown;
 pub mod wikilink;
+pub mod yaml;
 
 use crate::spec::{Diagnostic, Section, Severity};
 use serde_json::{Map, Value};
 
 pub use heading::{fold, section_key};
 
-/// Files larger than this are skipped with an error (specs are small; this is a safety cap).
-pub const MAX_SPEC_BYTES: usize = 5 * 1024 * 1024;
+/// Files larger than this are skipped with an error (the one cap of [`crate::source`]).
+pub use crate::source::MAX_SPEC_BYTES;
 
 /// Where a link sits inside a table block: row 0 is the header row, body rows start at 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,6 +143,9 @@ pub fn parse(path: &str, bytes: &[u8]) -> Result<Document, Diagnostic> {
         }
     };
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    if let Err(e) = limits::check(text, path.ends_with(".feature")) {
+        return Err(diag(path, Severity::Error, Some(e.line), e.message));
+    }
     if text.trim().is_empty() {
         diagnostics.push(diag(
             path,
@@ -153,6 +162,7 @@ pub fn parse(path: &str, bytes: &[u8]) -> Result<Document, Diagnostic> {
         doc.has_front_matter = fm.present;
         match fm.parse() {
             Ok(map) => doc.front_matter = map,
+            Err(e) if e.fatal => return Err(diag(path, Severity::Error, e.line, e.message)),
             Err(e) => diagnostics.push(diag(path, Severity::Warning, e.line, e.message)),
         }
         doc

@@ -135,7 +135,13 @@ fn semantic(
         Ok(v) => v,
         Err(e) => return Ok(Err(format!("embedding the query failed: {e}"))),
     };
-    Ok(snap.nearest(&v, limit).map_err(|e| e.to_string()))
+    match snap.nearest(&v, limit) {
+        Ok(hits) => Ok(Ok(hits)),
+        // A damaged store is an error (the caller rebuilds and answers again), not a degraded
+        // answer.
+        Err(e) if cache.is_damaged() => Err(e.into()),
+        Err(e) => Ok(Err(e.to_string())),
+    }
 }
 
 fn hit_of(

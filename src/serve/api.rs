@@ -70,7 +70,14 @@ impl From<query::Error> for ApiError {
             .unwrap_or(&text)
             .to_string();
         match e {
-            query::Error::IndexUnavailable(_) | query::Error::Cache(_) => ApiError::unavailable(),
+            query::Error::IndexUnavailable(_) => ApiError::unavailable(),
+            // The index exists but its query cache could not be read or rebuilt (a damaged
+            // cache is rebuilt by itself first): say so, not "run kdd index".
+            query::Error::Cache(_) => ApiError::new(
+                503,
+                code,
+                "the query cache could not be opened or rebuilt (see the server log)",
+            ),
             query::Error::NodeNotFound(_) => ApiError::new(404, code, msg),
             query::Error::NoEmbeddings(_) | query::Error::UnknownKind(_) => {
                 ApiError::new(422, code, msg)

@@ -320,8 +320,10 @@ impl Mirror {
                 .or_default()
                 .push(n.source_hash.as_str());
         }
+        // Specs excluded by the mirrored `.kddignore` are not indexed (as in `kdd index`).
+        let ign = crate::source::Ignore::load(&self.tree(), &self.specs_root);
         let mut stale = Vec::new();
-        for (p, bytes) in changed {
+        for (p, bytes) in changed.into_iter().filter(|(p, _)| !ign.ignores(p)) {
             let h = blake3::hash(&bytes).to_hex().to_string();
             let ok = by_file
                 .get(p.as_str())
@@ -355,27 +357,12 @@ impl Mirror {
     }
 }
 
-/// Spec paths of the mirror whose node is missing (for reports).
+/// Spec paths of a tree (the mirror or a work tree) under the one reading rule of
+/// [`crate::source`]: regular files only, links never followed.
 pub fn specs_in(tree: &Path, specs_root: &str) -> BTreeSet<String> {
-    fn walk(dir: &Path, rel: &str, out: &mut BTreeSet<String>) {
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let child = format!("{rel}/{name}");
-            match e.file_type() {
-                Ok(t) if t.is_dir() => walk(&e.path(), &child, out),
-                Ok(t) if t.is_file() && (name.ends_with(".md") || name.ends_with(".feature")) => {
-                    out.insert(child);
-                }
-                _ => {}
-            }
-        }
-    }
-    let mut out = BTreeSet::new();
-    walk(&tree.join(specs_root), specs_root, &mut out);
-    out
+    crate::source::walk_specs(tree, specs_root)
+        .map(|w| w.files.into_iter().collect())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

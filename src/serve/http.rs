@@ -10,11 +10,17 @@
 //! query runs on the blocking pool under a deadline (`timeout`): a hybrid query that misses it
 //! answers with lexical-only partial results and a `TIMEOUT` warning (UC-004 EX-3), others 504.
 //!
-//! Security: loopback by default; binding anything else requires a bearer token (`KDD_TOKEN`),
-//! checked in constant time on every route but `/health`. On loopback, requests whose `Host`
-//! is not a loopback name are refused (DNS-rebinding guard).
+//! Security: loopback by default; binding anything else requires a bearer token (`KDD_TOKEN`,
+//! at least [`MIN_TOKEN_LEN`] characters, checked at startup by [`check_token`]), compared in
+//! constant time on every route but `/health`. Every request needs exactly one well-formed
+//! `Host` (`name[:port]`, `IPv4[:port]` or `[IPv6][:port]`; no userinfo, no second header, an
+//! absolute-form target must name the same authority): anything else is 400. On loopback, a
+//! `Host` that is not `localhost` or a loopback address is 403 (DNS-rebinding guard).
+//! Timeouts and the connection cap live one layer down, in [`super::conn`].
 
 use super::api::{self, ApiError};
+pub use super::guard::{check_token, MIN_TOKEN_LEN};
+use super::guard::{ct_eq, host_error};
 use super::Engine;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -43,6 +49,8 @@ pub struct Options {
     pub loopback: bool,
     /// Artificial delay added to every query (tests of the timeout path only).
     pub test_delay: Duration,
+    /// Connection limits (timeouts, cap).
+    pub limits: super::conn::Limits,
 }
 
 impl Default for Options {
@@ -53,6 +61,7 @@ impl Default for Options {
             max_body: 64 * 1024,
             loopback: true,
             test_delay: Duration::ZERO,
+            limits: super::conn::Limits::default(),
         }
     }
 }
@@ -160,27 +169,6 @@ fn rid_ok(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
 }
 
-fn host_is_loopback(h: &str) -> bool {
-    let host = if let Some(rest) = h.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("")
-    } else {
-        h.rsplit_once(':').map(|(a, _)| a).unwrap_or(h)
-    };
-    host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    // Constant time in the length of the expected token.
-    let mut diff = (a.len() ^ b.len()) as u8;
-    for (i, x) in b.iter().enumerate() {
-        diff |= x ^ a.get(i).copied().unwrap_or(0);
-    }
-    diff == 0
-}
-
 /// Request id, Host check, auth and the access log line.
 async fn frame(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let t0 = Instant::now();
@@ -200,18 +188,8 @@ async fn frame(State(st): State<AppState>, mut req: Request, next: Next) -> Resp
     req.extensions_mut().insert(Rid(rid.clone()));
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let denied = if st.opts.loopback
-        && req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .is_some_and(|h| !host_is_loopback(h))
-    {
-        Some(ApiError::new(
-            403,
-            "FORBIDDEN_HOST",
-            "this server only answers requests addressed to localhost",
-        ))
+    let denied = if let Some(e) = host_error(&req, st.opts.loopback) {
+        Some(e)
     } else if let (Some(tok), false) = (&st.opts.token, path == "/health") {
         let given = req
             .headers()
@@ -316,7 +294,7 @@ async fn health(State(st): State<AppState>) -> Response {
 async fn run<T, F>(st: &AppState, rid: &str, f: F) -> Result<Result<T, ApiError>, ()>
 where
     T: Send + 'static,
-    F: FnOnce(&crate::cache::Cache) -> Result<T, ApiError> + Send + 'static,
+    F: Fn(&crate::cache::Cache) -> Result<T, ApiError> + Send + 'static,
 {
     let engine = st.engine.clone();
     let delay = st.opts.test_delay;
@@ -329,11 +307,12 @@ where
             if !delay.is_zero() {
                 std::thread::sleep(delay);
             }
-            let (loaded, reloaded) = engine.get()?;
-            if reloaded {
-                crate::cli::output::info(&format!("[{rid2}] index reloaded"));
-            }
-            f(&loaded.cache)
+            engine.with_cache(|loaded, reloaded| {
+                if reloaded {
+                    crate::cli::output::info(&format!("[{rid2}] index reloaded"));
+                }
+                f(&loaded.cache)
+            })
         })
         .await
     };
@@ -633,10 +612,9 @@ pub async fn serve(
         "kdd serve: ready in {} ms",
         t0.elapsed().as_millis()
     ));
+    let limits = opts.limits;
     let app = router(engine, opts);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
+    super::conn::serve(listener, app, limits, shutdown_signal()).await
 }
 
 async fn shutdown_signal() {
@@ -663,20 +641,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hosts() {
-        assert!(host_is_loopback("localhost:8080"));
-        assert!(host_is_loopback("127.0.0.1:1"));
-        assert!(host_is_loopback("[::1]:80"));
-        assert!(!host_is_loopback("evil.example:80"));
-        assert!(!host_is_loopback("127.0.0.1.evil.example"));
-    }
-
-    #[test]
-    fn tokens() {
-        assert!(ct_eq(b"abc", b"abc"));
-        assert!(!ct_eq(b"abd", b"abc"));
-        assert!(!ct_eq(b"ab", b"abc"));
-        assert!(!ct_eq(b"abcd", b"abc"));
+    fn request_ids() {
         assert!(rid_ok("abc-1.2_x"));
         assert!(!rid_ok("a b"));
     }

@@ -12,7 +12,8 @@
 //! are paged, never cut silently: the answer's `page` says `{offset, returned, total,
 //! next_offset}`; call again with `offset = next_offset`. The cache freshness is checked on
 //! every call, so a re-index is picked up without restarting the server. Stdout carries only
-//! the protocol; logs go to stderr.
+//! the protocol; logs go to stderr. A line that is not JSON is answered `-32700` (id null) by
+//! the framing in [`super::stdio`] and the session goes on.
 
 use super::api::{self, ApiError};
 use super::Engine;
@@ -327,8 +328,19 @@ fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ApiError> {
 }
 
 /// Dispatch one tool call. The answer carries `index` (freshness) on success.
-pub fn call(engine: &Engine, name: &str, mut args: Map<String, Value>) -> Result<Value, ApiError> {
-    let (loaded, reloaded) = engine.get()?;
+pub fn call(engine: &Engine, name: &str, args: Map<String, Value>) -> Result<Value, ApiError> {
+    engine.with_cache(|loaded, reloaded| {
+        call_on(engine, loaded.clone(), reloaded, name, args.clone())
+    })
+}
+
+fn call_on(
+    engine: &Engine,
+    loaded: std::sync::Arc<super::Loaded>,
+    reloaded: bool,
+    name: &str,
+    mut args: Map<String, Value>,
+) -> Result<Value, ApiError> {
     let cache = &loaded.cache;
     let fresh = engine.freshness(&loaded, reloaded, false);
     let mut out = match name {
@@ -478,13 +490,16 @@ fn read(engine: &Engine, loaded: &super::Loaded, p: &ReadParams) -> Result<Value
         }
         (None, Some(path)) => {
             let specs = engine.specs_dir();
-            let real = super::confined_path(&specs, path)?;
-            let root =
-                std::fs::canonicalize(engine.tree_root()).map_err(|_| ApiError::unavailable())?;
-            let rel = real
-                .strip_prefix(&root)
-                .map(|r| r.to_string_lossy().replace('\\', "/"))
-                .unwrap_or_default();
+            // Escapes and missing files keep their codes; the bytes then come only through the
+            // one reading rule (`crate::source`): no link is followed, even inside the root.
+            super::confined_path(&specs, path)?;
+            let norm = crate::config::normalize_rel(path.trim()).unwrap_or_default();
+            let specs_root = engine.settings.specs_root.as_str();
+            let rel = if specs_root.is_empty() {
+                norm
+            } else {
+                format!("{specs_root}/{norm}")
+            };
             let id = loaded
                 .briefs
                 .iter()
@@ -493,13 +508,20 @@ fn read(engine: &Engine, loaded: &super::Loaded, p: &ReadParams) -> Result<Value
             match id.and_then(|id| snap.node(&id).ok().flatten()) {
                 Some(r) => r,
                 None => {
-                    let md = std::fs::metadata(&real).map_err(|_| ApiError::unavailable())?;
-                    if md.len() > 1024 * 1024 {
-                        return Err(ApiError::bad("SPEC_TOO_LARGE", "spec file over 1 MB"));
-                    }
-                    let text = std::fs::read(&real)
-                        .map(|b| String::from_utf8_lossy(&b).into_owned())
-                        .map_err(|_| ApiError::unavailable())?;
+                    use crate::source::Error as E;
+                    let bytes = crate::source::read_spec(&engine.tree_root(), &rel, specs_root)
+                        .map_err(|e| match e {
+                            E::TooLarge { .. } => {
+                                ApiError::bad("SPEC_TOO_LARGE", "spec file over the size limit")
+                            }
+                            E::Io { .. } => ApiError::new(
+                                404,
+                                "SPEC_NOT_FOUND",
+                                format!("no spec file `{}` under the specs root", e.path()),
+                            ),
+                            _ => ApiError::bad("PATH_OUTSIDE_SPECS", e.to_string()),
+                        })?;
+                    let text = String::from_utf8_lossy(&bytes).into_owned();
                     return Ok(json!({
                         "node_id": null,
                         "source_file": rel,
@@ -754,11 +776,15 @@ pub async fn serve_stdio(engine: Arc<Engine>, timeout: Duration) -> anyhow::Resu
         }
     })
     .await;
+    // Lines that are not JSON get a -32700 answer before rmcp (which drops them) sees them.
+    let (stdin, stdout) = rmcp::transport::stdio();
+    let (rx, tx, out) = super::stdio::framed(stdin, stdout);
     let service = KddMcp::new(engine, timeout)
-        .serve(rmcp::transport::stdio())
+        .serve((rx, tx))
         .await
         .map_err(|e| anyhow::anyhow!("MCP initialisation failed: {e}"))?;
     service.waiting().await?;
+    let _ = tokio::time::timeout(Duration::from_secs(2), out).await;
     Ok(())
 }
 

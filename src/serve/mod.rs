@@ -10,9 +10,12 @@
 
 pub mod api;
 pub mod bare;
+pub mod conn;
+mod guard;
 pub mod http;
 pub mod mcp;
 pub mod receive;
+pub mod stdio;
 
 use crate::cache::{self, Cache, OpenOptions};
 use crate::config::Settings;
@@ -176,7 +179,8 @@ impl Engine {
         if let Some(c) = &cur {
             let due = {
                 let lc = self.last_check.lock().unwrap_or_else(|e| e.into_inner());
-                lc.is_none_or(|t| t.elapsed() >= self.check_interval)
+                // A damaged cache (a read met a corrupt store) is reopened at once.
+                c.cache.is_damaged() || lc.is_none_or(|t| t.elapsed() >= self.check_interval)
             };
             if !due {
                 return Ok((c.clone(), false));
@@ -213,6 +217,27 @@ impl Engine {
         }
     }
 
+    /// Run `f` on the current state. When it fails because the cache turned out damaged (a read
+    /// met a corrupt store and condemned its generation), the state is reopened — which
+    /// rebuilds the cache into a fresh generation — and `f` runs once more.
+    pub fn with_cache<T>(
+        &self,
+        f: impl Fn(&Arc<Loaded>, bool) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        let (loaded, reloaded) = self.get()?;
+        match f(&loaded, reloaded) {
+            Err(e) if loaded.cache.is_damaged() => {
+                log(&format!(
+                    "kdd serve: the query cache is damaged ({e}); rebuilding it"
+                ));
+                drop(loaded);
+                let (loaded, _) = self.get()?;
+                f(&loaded, true)
+            }
+            r => r,
+        }
+    }
+
     /// Compare with the index; open a new state when it changed.
     fn check(&self, cur: Option<&Arc<Loaded>>) -> Result<Option<Loaded>, ApiError> {
         let mut rederived = Vec::new();
@@ -233,7 +258,9 @@ impl Engine {
                     )
                 })?
                 .to_string();
-            if cur.is_some_and(|c| c.commit.as_deref() == Some(want.as_str())) {
+            if cur.is_some_and(|c| {
+                c.commit.as_deref() == Some(want.as_str()) && !c.cache.is_damaged()
+            }) {
                 return Ok(None);
             }
             if m.served_commit().as_deref() != Some(want.as_str()) {
@@ -263,7 +290,7 @@ impl Engine {
         }
         let (index_dir, repo_root, root) = self.paths();
         let fp = cache::fingerprint(&index_dir).map_err(|_| ApiError::unavailable())?;
-        if commit.is_none() && cur.is_some_and(|c| c.fingerprint == fp) {
+        if commit.is_none() && cur.is_some_and(|c| c.fingerprint == fp && !c.cache.is_damaged()) {
             return Ok(None);
         }
         let t0 = Instant::now();
@@ -356,8 +383,15 @@ impl Engine {
         for (file, hash) in &loaded.files {
             seen.insert(file.as_str());
             let abs = repo_root.join(file);
-            let Ok(md) = std::fs::metadata(&abs) else {
-                scan.stale_specs.push(file.clone());
+            // Committed paths are checked before any stat or read (see `crate::source`).
+            let checked = crate::source::check_rel(file, &self.settings.specs_root);
+            let Ok(md) = checked.and_then(|_| {
+                std::fs::symlink_metadata(&abs).map_err(|source| crate::source::Error::Io {
+                    path: file.clone(),
+                    source,
+                })
+            }) else {
+                scan.stale_specs.push(crate::source::printable(file));
                 continue;
             };
             let mtime = md
@@ -369,7 +403,7 @@ impl Engine {
             let h = match memo.get(file) {
                 Some((l, m, h)) if *l == md.len() && *m == mtime => h.clone(),
                 _ => {
-                    let h = std::fs::read(&abs)
+                    let h = crate::source::read_spec(&repo_root, file, &self.settings.specs_root)
                         .map(|b| blake3::hash(&b).to_hex().to_string())
                         .unwrap_or_default();
                     memo.insert(file.clone(), (md.len(), mtime, h.clone()));

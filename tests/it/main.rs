@@ -4,9 +4,11 @@
 // ../shared are ignored with the reason when it is absent (cfgs set by build.rs).
 #![allow(clippy::print_stdout)]
 
+mod cache;
 mod core;
 mod demo;
 mod embed;
+mod fuzz_parse;
 mod git;
 mod hostile;
 mod query;

@@ -127,6 +127,7 @@ pub fn collect(args: &Args, global: &GlobalArgs) -> Vec<Check> {
     embedding_checks(args, &mut checks);
     checks.push(translator_check());
     index_check(global, &mut checks);
+    cache_check(global, args.fix, &mut checks);
     git_checks(global, &mut checks);
     checks
 }
@@ -464,6 +465,73 @@ fn index_check(global: &GlobalArgs, checks: &mut Vec<Check>) {
             c.fix = fix;
             checks.push(c);
         }
+    }
+}
+
+/// The query cache of the current repository: every store read through (LMDB tables, vectors,
+/// tantivy checksums). A damaged cache is condemned (the next query rebuilds it); with
+/// `--fix` it is rebuilt now.
+fn cache_check(global: &GlobalArgs, fix: bool, checks: &mut Vec<Check>) {
+    use crate::cache::{self, Cache, Health, OpenOptions};
+    let Ok(settings) = global.settings() else {
+        return;
+    };
+    if !settings.index_dir.join("manifest.json").is_file() {
+        return;
+    }
+    let root = cache::cache_root(&settings);
+    let (gen, why) = match cache::health(&root) {
+        Health::Missing => {
+            checks.push(Check::new(
+                "cache",
+                Status::Info,
+                "no query cache yet (the first query builds it)",
+            ));
+            return;
+        }
+        Health::Intact(gen) => {
+            checks.push(Check::new(
+                "cache",
+                Status::Ok,
+                format!("query cache intact ({})", gen.display()),
+            ));
+            return;
+        }
+        Health::Damaged(gen, why) => (gen, why),
+    };
+    let damaged = format!("query cache damaged: {why}");
+    if !fix {
+        checks.push(
+            Check::new(
+                "cache",
+                Status::Warn,
+                format!("{damaged}; discarded, the next query rebuilds it"),
+            )
+            .fix("kdd doctor --fix (rebuilds it now)"),
+        );
+        return;
+    }
+    let opts = OpenOptions {
+        force_rebuild: true,
+    };
+    match Cache::open_with(&settings, &opts) {
+        Ok(c) => checks.push(Check::new(
+            "cache",
+            Status::Ok,
+            format!(
+                "{damaged}; rebuilt into {} (was {})",
+                c.generation().display(),
+                gen.display()
+            ),
+        )),
+        Err(e) => checks.push(
+            Check::new(
+                "cache",
+                Status::Fail,
+                format!("{damaged}; rebuild failed: {e}"),
+            )
+            .fix(format!("delete {} and run `kdd index`", root.display())),
+        ),
     }
 }
 

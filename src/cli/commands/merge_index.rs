@@ -65,7 +65,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         }
         let paths = crate::artifact::ArtifactPaths::new(&out);
         for (rel, bytes) in &report.files {
-            crate::artifact::write_if_changed(&paths.abs(rel), bytes)?;
+            crate::artifact::write_artifact(&paths, rel, bytes)?;
         }
         // Drop artifacts the merge did not keep (only kdd artifact folders are touched).
         for top in ["nodes", "edges", "embeddings"] {

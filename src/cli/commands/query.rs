@@ -63,6 +63,11 @@ pub fn open_cache(
         .settings()
         .map_err(|e| query::Error::IndexUnavailable(format!("{e:#}")))?;
     let mut cache = query::open(&settings)?;
+    for why in cache.healed() {
+        output::warn(&format!(
+            "the query cache was damaged ({why}); rebuilt it into a fresh generation"
+        ));
+    }
     if let Some(stats) = cache.last_update() {
         for e in &stats.errors {
             output::warn(e);
@@ -77,9 +82,22 @@ pub fn open_cache(
     Ok(cache)
 }
 
+/// A read met a damaged query cache (its generation is condemned): the dispatcher runs the
+/// command once more, which rebuilds the cache.
+#[derive(Debug, thiserror::Error)]
+#[error("the query cache is damaged ({0})")]
+pub struct CacheDamaged(String);
+
+/// Set while the dispatcher runs a command again after [`CacheDamaged`].
+pub static RETRYING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Report a query error: JSON on stdout with `--json`, a message on stderr otherwise. Returns
-/// the exit status (1 for "nothing found" errors, 2 otherwise).
+/// the exit status (1 for "nothing found" errors, 2 otherwise). An error from a damaged cache
+/// is returned as [`CacheDamaged`] instead (first time only), so the command runs again.
 pub fn fail(global: &GlobalArgs, e: &query::Error) -> anyhow::Result<ExitStatus> {
+    if crate::cache::take_damage() && !RETRYING.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(CacheDamaged(e.to_string()).into());
+    }
     let status = match e {
         query::Error::NodeNotFound(_) => ExitStatus::Failure,
         _ => ExitStatus::Error,

@@ -27,6 +27,16 @@ pub struct Args {
     /// Minimum milliseconds between two index freshness checks.
     #[arg(long, default_value_t = 500, value_name = "MS")]
     pub check_interval_ms: u64,
+    /// A request's head (request line and headers) must arrive within this many milliseconds
+    /// of the connection opening or of the previous answer.
+    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    pub header_timeout_ms: u64,
+    /// A connection with no request in flight for this many milliseconds is closed.
+    #[arg(long, default_value_t = 5_000, value_name = "MS")]
+    pub idle_timeout_ms: u64,
+    /// Connections open at once; at the cap the longest-idle one is closed to make room.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub max_connections: usize,
 }
 
 /// Run the subcommand.
@@ -35,6 +45,9 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     let token = std::env::var(crate::config::env::TOKEN)
         .ok()
         .filter(|t| !t.trim().is_empty());
+    if let Some(t) = &token {
+        http::check_token(t).map_err(|e| anyhow::anyhow!("refusing to start: {e}"))?;
+    }
     let loopback = args.bind.ip().is_loopback();
     if !loopback && token.is_none() {
         anyhow::bail!(
@@ -49,12 +62,21 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         .and_then(|v| v.parse().ok())
         .map(Duration::from_millis)
         .unwrap_or_default();
+    let timeout = Duration::from_millis(args.timeout_ms.max(1));
+    let header_timeout = Duration::from_millis(args.header_timeout_ms.max(1));
     let opts = http::Options {
         token,
-        timeout: Duration::from_millis(args.timeout_ms.max(1)),
+        timeout,
         max_body: args.max_body.max(1024),
         loopback,
         test_delay,
+        limits: crate::serve::conn::Limits {
+            header_timeout,
+            idle_timeout: Duration::from_millis(args.idle_timeout_ms.max(1)),
+            max_connections: args.max_connections.max(1),
+            // Body read, the query and a hybrid query's partial-results retry.
+            request_timeout: header_timeout + timeout * 2,
+        },
     };
     let engine = Arc::new(Engine::new(
         settings,

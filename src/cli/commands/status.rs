@@ -69,8 +69,8 @@ pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
         );
     }
     let (graph, errors) = Graph::load(&settings.index_dir)?;
-    let files = if settings.bare {
-        Vec::new()
+    let (files, walk_diags) = if settings.bare {
+        (Vec::new(), Vec::new())
     } else {
         crate::index::list_specs(settings).unwrap_or_default()
     };
@@ -81,10 +81,11 @@ pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
         .collect();
     let mut stale = Vec::new();
     let mut unindexed = Vec::new();
-    let mut files_with_errors = Vec::new();
+    let mut files_with_errors = walk_diags;
     if !settings.bare {
+        let read = |f: &str| crate::source::read_spec(&settings.repo_root, f, &settings.specs_root);
         for n in &graph.nodes {
-            match std::fs::read(settings.repo_root.join(&n.source_file)) {
+            match read(&n.source_file) {
                 Ok(b) => {
                     if blake3::hash(&b).to_hex().as_str() != n.source_hash {
                         stale.push(Stale {
@@ -94,10 +95,14 @@ pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
                         });
                     }
                 }
-                Err(_) => stale.push(Stale {
-                    id: n.id.clone(),
-                    source_file: n.source_file.clone(),
-                    reason: "missing",
+                Err(e) => stale.push(Stale {
+                    id: crate::source::printable(&n.id),
+                    source_file: crate::source::printable(&n.source_file),
+                    reason: match e {
+                        crate::source::Error::BadPath { .. } => "invalid source_file",
+                        crate::source::Error::Io { .. } => "missing",
+                        _ => "unreadable",
+                    },
                 }),
             }
         }
@@ -106,8 +111,10 @@ pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
                 continue;
             }
             unindexed.push(f.clone());
-            let bytes = std::fs::read(settings.repo_root.join(f)).unwrap_or_default();
-            match crate::extract::extract(f, &bytes, &settings.specs_root) {
+            let extracted = read(f)
+                .map_err(|e| e.diagnostic())
+                .and_then(|bytes| crate::extract::extract(f, &bytes, &settings.specs_root));
+            match extracted {
                 Err(d) => files_with_errors.push(d),
                 Ok(ex) => {
                     if graph.node(&ex.node.id).is_some() {
@@ -165,8 +172,9 @@ fn section<T>(out: &mut String, title: &str, items: &[T], limit: usize, f: impl 
         limit.min(items.len())
     };
     for i in &items[..n] {
+        // One item, one line: a committed file name cannot split it or drive the terminal.
         out.push_str("  ");
-        out.push_str(&f(i));
+        out.push_str(&crate::spec::escape_control(&f(i)));
         out.push('\n');
     }
     if n < items.len() {

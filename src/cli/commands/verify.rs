@@ -2,9 +2,10 @@
 //! equal a fresh index of that revision's specs (for CI, a server, or before a release).
 //! At an L2 manifest, nodes whose embeddable chunks have no committed vector are reported too
 //! (`lacking_vectors`; vectors cannot be recomputed without the model, but their keys can).
+//! Mismatches are reported whatever diagnostics the specs have (no false pass).
 
 use crate::cli::{output, ExitStatus, GlobalArgs};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Arguments of `kdd verify`.
 #[derive(Debug, Clone, clap::Args)]
@@ -38,24 +39,30 @@ impl Mismatch {
     }
 }
 
-/// Compare the index at `rev` (or the staging area) with its specs.
+/// Compare the index at `rev` (or the staging area) with its specs. Missing, different and extra
+/// artifacts are always reported, whatever diagnostics the specs have: only the artifacts of a
+/// spec that cannot be indexed at all (which the hook keeps) are neither missing nor extra.
+/// Symbolic links named like specs are never read: they are reported as unreadable specs.
 pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::Result<Mismatch> {
-    let repo = crate::git::open(&settings.repo_root)?;
-    let (specs, arts) = match rev {
+    use crate::git;
+    let repo = git::open(&settings.repo_root)?;
+    let (specs, links, arts) = match rev {
         Some(r) => (
-            crate::git::read_tree_files(&repo, r, &settings.specs_root)?,
-            crate::git::read_tree_files(&repo, r, crate::artifact::INDEX_DIR)?,
+            git::read_tree_files(&repo, r, &settings.specs_root)?,
+            git::tree_entries_and_links(&repo, r, &settings.specs_root)?.1,
+            git::read_tree_files(&repo, r, crate::artifact::INDEX_DIR)?,
         ),
         None => {
-            let idx = crate::git::load_index(&repo)?;
+            let idx = git::load_index(&repo)?;
             let read = |prefix: &str| -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-                crate::git::index_entries(&idx, prefix)
+                git::index_entries(&idx, prefix)
                     .into_iter()
-                    .map(|(p, id)| Ok((p, crate::git::read_blob(&repo, id)?)))
+                    .map(|(p, id)| Ok((p, git::read_blob(&repo, id)?)))
                     .collect()
             };
             (
                 read(&settings.specs_root)?,
+                git::index_links(&idx, &settings.specs_root),
                 read(crate::artifact::INDEX_DIR)?,
             )
         }
@@ -79,19 +86,32 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
     let extras = audit
         .as_ref()
         .map(|a| a as &dyn crate::index::ArtifactExtras);
-    let (expected, diags) = crate::git::derive_index(settings, &specs, manifest.as_deref(), extras);
+    let derived = git::derive_index(settings, &specs, manifest.as_deref(), extras);
+    let expected = &derived.files;
+    let root = settings.specs_root.as_str();
+    let ign_path = crate::source::kddignore_path(root);
+    let ign = match specs.iter().find(|(p, _)| *p == ign_path) {
+        Some((_, b)) => crate::source::Ignore::from_bytes(root, b),
+        None => crate::source::Ignore::none(root),
+    };
+    let mut diags = derived.diagnostics.clone();
+    diags.extend(crate::source::link_errors(links, |p| {
+        git::is_spec_path(root, p) && !ign.ignores(p)
+    }));
+    diags.sort();
     let mut m = Mismatch {
         unreadable_specs: diags.iter().map(|d| d.to_string()).collect(),
         lacking_vectors: audit.map(|a| a.lacking()).unwrap_or_default(),
         ..Mismatch::default()
     };
-    for (p, b) in &expected {
+    for (p, b) in expected {
         match actual.get(p) {
             None => m.missing.push(p.clone()),
             Some(a) if a != b => m.different.push(p.clone()),
             _ => {}
         }
     }
+    let kept = kept_artifacts(&actual, &derived.unreadable);
     // Vectors cannot be recomputed without the model: a vector file of a live node is fine,
     // one whose node is gone is extra.
     let live: std::collections::BTreeSet<&str> = expected
@@ -103,12 +123,8 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
             .strip_prefix("embeddings/")
             .and_then(|r| r.rsplit_once('.'))
             .is_some_and(|(stem, _)| live.contains(stem));
-        if !expected.contains_key(p) && !live_vectors {
-            // Artifacts of a spec that cannot be read are kept, not extra.
-            let kept = !diags.is_empty() && !p.starts_with("manifest");
-            if !kept {
-                m.extra.push(p.clone());
-            }
+        if !expected.contains_key(p) && !live_vectors && !kept.contains(p) {
+            m.extra.push(p.clone());
         }
     }
     Ok(m)
@@ -121,6 +137,29 @@ fn l2_model(manifest: Option<&[u8]>) -> Option<String> {
         return None;
     }
     m.embedding.map(|e| e.model)
+}
+
+/// Artifact paths of the committed nodes whose spec cannot be indexed (kept by the hook).
+fn kept_artifacts(
+    actual: &BTreeMap<String, Vec<u8>>,
+    unreadable: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    use crate::artifact::ArtifactPaths;
+    let mut kept = BTreeSet::new();
+    for (p, b) in actual {
+        if !p.starts_with("nodes/") {
+            continue;
+        }
+        let Ok(n) = serde_json::from_slice::<crate::spec::Node>(b) else {
+            continue;
+        };
+        if unreadable.contains(&n.source_file) {
+            kept.insert(p.clone());
+            kept.insert(ArtifactPaths::edges_rel(&n));
+            kept.insert(ArtifactPaths::embeddings_rel(&n));
+        }
+    }
+    kept
 }
 
 /// Run the subcommand.

@@ -1,1 +1,425 @@
-//! Hostile cases: net (see the module doc in `mod.rs`).
+//! Hostile cases: the network and the merge driver. The real `kdd serve` on 127.0.0.1 held by
+//! idle, slow and malformed clients (header-read and idle timeouts, the connection cap, strict
+//! Host handling, short tokens); the real `kdd mcp` fed lines that are not JSON; the real merge
+//! driver run by `git merge` on artifacts with keys this kdd does not know and on broken vector
+//! files, plus a bounded proptest-driven mutation fuzz of its inputs (`KDD_FUZZ_CASES`); file
+//! modes and terminal escapes of what `kdd index` writes (those two in [`merge`]). Every loop
+//! is bounded; loopback only.
+
+mod merge;
+
+use crate::repo::{command, Repo};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+// ───────────────────────────── HTTP ─────────────────────────────
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    /// Start `kdd serve` in `dir`; `Err(stderr)` when it refuses to start.
+    fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
+        Server::start_limited(dir, args, env, None)
+    }
+
+    /// Like [`Server::start`], under `ulimit -n nofile` when given.
+    fn start_limited(
+        dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        nofile: Option<u32>,
+    ) -> Result<Server, String> {
+        let mut c = match nofile {
+            Some(n) => {
+                let mut c = command("sh", dir);
+                c.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_kdd"));
+                c
+            }
+            None => command(env!("CARGO_BIN_EXE_kdd"), dir),
+        };
+        c.arg("serve")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .env_remove("KDD_TOKEN");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().expect("spawn kdd serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            let mut all = String::new();
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                all.push_str(&line);
+                all.push('\n');
+                if let Some(a) = line.split("listening on http://").nth(1) {
+                    if let Some(t) = tx.take() {
+                        let _ = t.send(Ok(a.trim().to_string()));
+                    }
+                }
+            }
+            if let Some(t) = tx.take() {
+                let _ = t.send(Err(all));
+            }
+        });
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(Ok(addr)) => Ok(Server {
+                child,
+                port: addr.rsplit(':').next().unwrap().parse().unwrap(),
+            }),
+            Ok(Err(log)) => {
+                let _ = child.wait();
+                Err(log)
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err("kdd serve did not start within 60 s".into())
+            }
+        }
+    }
+
+    fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap_or_else(|e| {
+            panic!("connect: {e} (the idle-socket test holds 1000 sockets: `ulimit -n` >= 1100)")
+        });
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s
+    }
+
+    /// Send raw request bytes on a new connection; (status, body).
+    fn raw(&self, req: &str) -> (u16, String) {
+        let mut s = self.connect();
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        let out = String::from_utf8_lossy(&out).into_owned();
+        let status = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+        (status, body.to_string())
+    }
+
+    fn health(&self, host: &str) -> (u16, String) {
+        self.raw(&format!(
+            "GET /health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        ))
+    }
+
+    /// Open file descriptors of the server process (Linux), for the connection cap.
+    fn fds(&self) -> Option<usize> {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .ok()
+            .map(|d| d.count())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn code_of(body: &str) -> String {
+    serde_json::from_str::<Value>(body).map_or_else(
+        |_| format!("<not JSON: {body}>"),
+        |v| v["error"]["code"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+/// True when the peer closed `s` (EOF or reset) within `wait`.
+fn closed_within(s: &TcpStream, wait: Duration) -> bool {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut b = [0u8; 256];
+    let mut r = s;
+    loop {
+        match r.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[test]
+fn http_idle_sockets_never_stop_health() {
+    let r = Repo::new();
+    let cap = 128;
+    let srv = Server::start(
+        &r.dir,
+        &[
+            "--bind",
+            "127.0.0.1:0",
+            "--idle-timeout-ms",
+            "1500",
+            "--max-connections",
+            &cap.to_string(),
+        ],
+        &[],
+    )
+    .expect("serve");
+    let t0 = Instant::now();
+    let idle: Vec<TcpStream> = (0..1000).map(|_| srv.connect()).collect();
+    let opened = t0.elapsed();
+    // /health answers promptly while 1000 sockets sit idle.
+    let t = Instant::now();
+    let (status, body) = srv.health("127.0.0.1");
+    let health = t.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert!(health < Duration::from_secs(2), "/health took {health:?}");
+    if let Some(fds) = srv.fds() {
+        assert!(fds < cap + 64, "{fds} descriptors open with a cap of {cap}");
+    }
+    // Every idle socket is closed by the server (evicted at the cap or idle timeout).
+    let t = Instant::now();
+    let open = idle
+        .iter()
+        .filter(|s| !closed_within(s, Duration::from_millis(4000)))
+        .count();
+    assert_eq!(open, 0, "{open} idle sockets still open");
+    println!(
+        "1000 idle sockets opened in {opened:?}; /health in {health:?}; all closed {:?} later",
+        t.elapsed()
+    );
+    assert_eq!(srv.health("localhost").0, 200);
+}
+
+#[cfg(unix)]
+#[test]
+fn http_health_answers_when_descriptors_run_out() {
+    // The process limit (128) is below the connection cap (256): running out of descriptors
+    // makes room like the cap does.
+    let r = Repo::new();
+    let srv = Server::start_limited(&r.dir, &["--bind", "127.0.0.1:0"], &[], Some(128))
+        .expect("serve under ulimit -n 128");
+    let _idle: Vec<TcpStream> = (0..300).map(|_| srv.connect()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let (status, body) = srv.health("127.0.0.1");
+    assert_eq!(status, 200, "{body}");
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(2), "/health took {took:?}");
+    println!("300 idle sockets, ulimit -n 128: /health in {took:?}");
+}
+
+#[test]
+fn http_slow_headers_are_cut_off() {
+    let r = Repo::new();
+    let srv = Server::start(
+        &r.dir,
+        &[
+            "--bind",
+            "127.0.0.1:0",
+            "--header-timeout-ms",
+            "800",
+            "--idle-timeout-ms",
+            "60000",
+        ],
+        &[],
+    )
+    .expect("serve");
+    let s = srv.connect();
+    let mut w = s.try_clone().unwrap();
+    let t0 = Instant::now();
+    let writer = std::thread::spawn(move || {
+        let _ = w.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+        for i in 0..50 {
+            std::thread::sleep(Duration::from_millis(100));
+            if w.write_all(format!("X-Slow-{i}: y\r\n").as_bytes())
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    assert!(
+        closed_within(&s, Duration::from_secs(4)),
+        "slow head not cut"
+    );
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(3), "cut after {took:?}");
+    let _ = writer.join();
+    assert_eq!(srv.health("127.0.0.1").0, 200);
+}
+
+#[test]
+fn http_host_is_strict() {
+    let r = Repo::new();
+    let srv = Server::start(&r.dir, &["--bind", "127.0.0.1:0"], &[]).expect("serve");
+    let p = srv.port;
+    let cases = [
+        (
+            "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n".to_string(),
+            400,
+            "MISSING_HOST",
+        ),
+        (
+            "GET /health HTTP/1.0\r\n\r\n".to_string(),
+            400,
+            "MISSING_HOST",
+        ),
+        (
+            format!("GET /health HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nHost: evil.example\r\nConnection: close\r\n\r\n"),
+            400,
+            "DUPLICATE_HOST",
+        ),
+        (
+            format!("GET /health HTTP/1.1\r\nHost: localhost:{p}@evil.com\r\nConnection: close\r\n\r\n"),
+            400,
+            "INVALID_HOST",
+        ),
+        (
+            format!("GET http://evil.example/health HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nConnection: close\r\n\r\n"),
+            400,
+            "INVALID_HOST",
+        ),
+        (
+            "GET /health HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n".to_string(),
+            403,
+            "FORBIDDEN_HOST",
+        ),
+        (
+            "GET /health HTTP/1.1\r\nHost: 127.0.0.1.nip.io\r\nConnection: close\r\n\r\n".to_string(),
+            403,
+            "FORBIDDEN_HOST",
+        ),
+    ];
+    for (req, status, code) in &cases {
+        let (s, body) = srv.raw(req);
+        assert_eq!((s, code_of(&body).as_str()), (*status, *code), "{req:?}");
+    }
+    for host in [
+        format!("LOCALHOST:{p}"),
+        format!("[::1]:{p}"),
+        "127.0.0.1".into(),
+    ] {
+        assert_eq!(srv.health(&host).0, 200, "{host}");
+    }
+
+    // Off loopback any well-formed name is fine (the token guards it); malformed ones are not.
+    let token = "0123456789abcdef-token";
+    let srv = Server::start(&r.dir, &["--bind", "0.0.0.0:0"], &[("KDD_TOKEN", token)])
+        .expect("serve with token");
+    assert_eq!(srv.health("kdd.example.com").0, 200);
+    let (s, body) = srv.raw("GET /health HTTP/1.1\r\nConnection: close\r\n\r\n");
+    assert_eq!((s, code_of(&body).as_str()), (400, "MISSING_HOST"));
+    let (s, body) = srv.health("kdd.example.com:80@evil.com");
+    assert_eq!((s, code_of(&body).as_str()), (400, "INVALID_HOST"));
+}
+
+#[test]
+fn http_short_tokens_are_refused_at_startup() {
+    let r = Repo::new();
+    for bind in ["127.0.0.1:0", "0.0.0.0:0"] {
+        for token in ["x", "0123456789abcde", "0123456789 abcdef"] {
+            let log = Server::start(&r.dir, &["--bind", bind], &[("KDD_TOKEN", token)])
+                .err()
+                .unwrap_or_else(|| panic!("{bind} started with token {token:?}"));
+            assert!(log.contains("KDD_TOKEN"), "{log}");
+            assert!(
+                !log.contains(token) || token.len() < 3,
+                "token echoed: {log}"
+            );
+        }
+    }
+    let log = Server::start(&r.dir, &["--bind", "0.0.0.0:0"], &[("KDD_TOKEN", "short")])
+        .err()
+        .unwrap();
+    assert!(log.contains("at least 16"), "{log}");
+}
+
+// ───────────────────────────── MCP ─────────────────────────────
+
+#[test]
+fn mcp_answers_parse_errors_and_keeps_serving() {
+    let r = Repo::new();
+    let mut child = command(env!("CARGO_BIN_EXE_kdd"), &r.dir)
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn kdd mcp");
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |stdin: &mut std::process::ChildStdin, bytes: &[u8]| -> Value {
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("an answer within 60 s");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("non-JSON on stdout ({e}): {line}"))
+    };
+    for bad in [
+        b"{not json\n".as_slice(),
+        b"\xff\xfe\x00garbage\n",
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\n",
+        &[b'['; 5000],
+    ] {
+        let mut line = bad.to_vec();
+        if line.last() != Some(&b'\n') {
+            line.push(b'\n');
+        }
+        let v = next(&mut stdin, &line);
+        assert_eq!(v["jsonrpc"], "2.0", "{v}");
+        assert_eq!(v["error"]["code"], -32700, "{v}");
+        assert!(v["id"].is_null(), "{v}");
+    }
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "kdd-test", "version": "1"}}});
+    let v = next(&mut stdin, format!("{init}\n").as_bytes());
+    assert_eq!(v["id"], 1, "{v}");
+    assert_eq!(v["result"]["serverInfo"]["name"], "kdd", "{v}");
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n\n   \n")
+        .unwrap();
+    let v = next(&mut stdin, b"}}}\n");
+    assert_eq!(v["error"]["code"], -32700, "{v}");
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
+    let v = next(&mut stdin, format!("{list}\n").as_bytes());
+    assert_eq!(v["id"], 2, "{v}");
+    assert!(
+        v["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{v}"
+    );
+    drop(stdin);
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let exited = child.try_wait().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(exited.is_some(), "kdd mcp did not exit after stdin closed");
+}

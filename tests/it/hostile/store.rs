@@ -1,1 +1,510 @@
-//! Hostile cases: store (see the module doc in `mod.rs`).
+//! Hostile cases: the derived query cache. A truncated LMDB file (the SIGBUS of issue 11), garbage
+//! pages, a damaged tantivy segment and a generation left without its `complete` marker (a crash
+//! mid-build) are each planted in a real cache of a real repository; the real binaries must
+//! answer exactly as before (rebuilding into a fresh generation, saying so), `doctor` must tell
+//! the truth and `--fix` rebuild, and `kdd mcp` / `kdd serve` must recover by themselves.
+
+use crate::repo::{command, text, Repo};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::time::Duration;
+
+fn spec(kind: &str, id: &str, title: &str, body: &str) -> String {
+    format!(
+        "---\nid: {id}\nkind: {kind}\ntitle: {title}\nstatus: draft\n---\n\n# {title}\n\n{body}\n"
+    )
+}
+
+/// `kdd` with the deterministic test embedder (an L2 cache with an arroy index).
+fn kdd(r: &Repo, args: &[&str]) -> Output {
+    command(env!("CARGO_BIN_EXE_kdd"), &r.dir)
+        .env_remove("KDD_NO_EMBED")
+        .env("KDD_TEST_EMBEDDER", "1")
+        .env("KDD_EMBED_WARM", "0")
+        .env_remove("KDD_CACHE_DIR")
+        .args(args)
+        .output()
+        .expect("run kdd")
+}
+
+fn ok(o: &Output) -> (String, String) {
+    let (out, err) = text(o);
+    assert_eq!(o.status.signal(), None, "killed by a signal:\n{out}\n{err}");
+    assert!(o.status.success(), "kdd failed:\n{out}\n{err}");
+    (out, err)
+}
+
+/// A committed L2 repository with a few linked specs.
+fn indexed() -> Repo {
+    let r = Repo::new();
+    r.write(
+        "specs/01-domain/entities/Pedido.md",
+        &spec("entity", "Pedido", "Pedido", "## Descripción\n\nUn pedido de compra con líneas y precio total.\n\n## Reglas\n\n- [[BR-PRECIO-001]]\n"),
+    );
+    r.write(
+        "specs/01-domain/rules/BR-PRECIO-001.md",
+        &spec("business-rule", "BR-PRECIO-001", "Precio final", "## Declaración\n\nEl precio final de un [[Pedido]] suma las líneas y resta descuentos.\n"),
+    );
+    r.write(
+        "specs/02-behavior/use-cases/UC-001-CrearPedido.md",
+        &spec("use-case", "UC-001", "Crear pedido", "## Flujo Principal\n\n1. El cliente confirma el carrito.\n2. Se aplica [[BR-PRECIO-001]] y se crea el [[Pedido]].\n"),
+    );
+    ok(&kdd(&r, &["index"]));
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "specs"]);
+    r
+}
+
+/// The cache root of the repository (one `wt-*` folder under the git dir).
+fn cache_root(r: &Repo) -> PathBuf {
+    let base = r.dir.join(".git/kdd-cache");
+    std::fs::read_dir(&base)
+        .expect("cache dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("wt-"))
+        })
+        .expect("a wt-* cache root")
+}
+
+fn current_gen(r: &Repo) -> PathBuf {
+    let root = cache_root(r);
+    let name = std::fs::read_to_string(root.join("current")).expect("current");
+    root.join(name.trim())
+}
+
+/// The ranked answer of a hybrid query (ids and scores), as JSON.
+fn answer(r: &Repo) -> (Value, String) {
+    let o = kdd(r, &["--json", "query", "precio del pedido", "-n", "5"]);
+    let (out, err) = ok(&o);
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let hits: Vec<Value> = v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|h| json!([h["node_id"], h["score"]]))
+        .collect();
+    assert!(!hits.is_empty(), "{out}");
+    (Value::Array(hits), err)
+}
+
+/// Deterministic garbage (xorshift), so a failure reproduces.
+fn garbage(n: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Overwrite `len` bytes at `at` in place (the file keeps its length).
+fn scribble(path: &Path, at: u64, len: usize) {
+    use std::io::{Seek, SeekFrom};
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start(at)).unwrap();
+    f.write_all(&garbage(len)).unwrap();
+    f.sync_all().unwrap();
+}
+
+fn truncate(path: &Path, len: u64) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
+fn data_mdb(r: &Repo) -> PathBuf {
+    current_gen(r).join("lmdb/data.mdb")
+}
+
+#[test]
+fn truncated_lmdb_never_sigbus_and_heals() {
+    let r = indexed();
+    let (before, _) = answer(&r);
+    let old = current_gen(&r);
+    truncate(&data_mdb(&r), 40_000);
+    let (after, err) = answer(&r);
+    assert_eq!(after, before, "same answer after healing");
+    assert!(
+        err.contains("damaged") && err.contains("truncated"),
+        "{err}"
+    );
+    assert!(
+        err.contains("rebuilt"),
+        "the message says what happened: {err}"
+    );
+    assert_ne!(current_gen(&r), old, "a fresh generation");
+    let (again, err) = answer(&r);
+    assert_eq!(again, before);
+    assert!(!err.contains("damaged"), "healed once, quiet after: {err}");
+    // Every retrieval command survives it too.
+    truncate(&data_mdb(&r), 5_000);
+    for args in [
+        &["graph", "Pedido"][..],
+        &["impact", "Pedido"],
+        &["orphans"],
+        &["search", "--lexical", "precio"],
+        &["search", "--semantic", "precio"],
+    ] {
+        let o = kdd(&r, args);
+        assert_eq!(o.status.signal(), None, "{args:?}: {:?}", text(&o));
+        assert!(o.status.success(), "{args:?}: {:?}", text(&o));
+    }
+}
+
+#[test]
+fn garbage_lmdb_pages_heal_in_the_same_run() {
+    let r = indexed();
+    let (before, _) = answer(&r);
+    let p = data_mdb(&r);
+    let len = std::fs::metadata(&p).unwrap().len();
+    // Every page but the two meta pages.
+    scribble(&p, 8192, (len - 8192) as usize);
+    let (after, err) = answer(&r);
+    assert_eq!(after, before, "same answer after healing");
+    assert!(err.contains("damaged"), "{err}");
+    let (again, err) = answer(&r);
+    assert_eq!(again, before);
+    assert!(!err.contains("damaged"), "{err}");
+    // Semantic search alone (arroy reads its trees from the same LMDB file).
+    let sem = |r: &Repo| {
+        let o = kdd(r, &["--json", "search", "--semantic", "precio del pedido"]);
+        let (out, err) = ok(&o);
+        let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        (v["results"].clone(), err)
+    };
+    let (sem_before, _) = sem(&r);
+    assert!(sem_before.as_array().is_some_and(|a| !a.is_empty()));
+    let p = data_mdb(&r);
+    let len = std::fs::metadata(&p).unwrap().len();
+    scribble(&p, 8192, (len - 8192) as usize);
+    let (sem_after, err) = sem(&r);
+    assert_eq!(sem_after, sem_before, "{err}");
+    assert!(err.contains("damaged"), "{err}");
+    // Garbage in the meta pages themselves: caught before mapping.
+    scribble(&data_mdb(&r), 0, 8192);
+    let (after, err) = answer(&r);
+    assert_eq!(after, before);
+    assert!(err.contains("meta page"), "{err}");
+}
+
+#[test]
+fn damaged_text_index_is_rebuilt() {
+    let r = indexed();
+    let (before, _) = answer(&r);
+    let text_dir = current_gen(&r).join("text");
+    let seg = |ext: &str| {
+        std::fs::read_dir(&text_dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == ext))
+            .unwrap_or_else(|| panic!("a .{ext} segment file"))
+    };
+    // A truncated segment file: caught before opening.
+    let idx = seg("idx");
+    truncate(&idx, std::fs::metadata(&idx).unwrap().len() / 2);
+    let (after, err) = answer(&r);
+    assert_eq!(after, before);
+    assert!(err.contains("damaged"), "{err}");
+    // Same-length garbage: tantivy's checksums catch it in `doctor`, which condemns the
+    // generation; `--fix` rebuilds it now.
+    let text_dir = current_gen(&r).join("text");
+    let term = std::fs::read_dir(&text_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "term"))
+        .unwrap();
+    scribble(&term, 16, 64);
+    let c = doctor_cache(&r, false);
+    assert_eq!(c["status"], "warn", "{c}");
+    let msg = c["message"].as_str().unwrap();
+    assert!(
+        msg.contains("checksum") && msg.contains("next query rebuilds"),
+        "{c}"
+    );
+    assert!(c["fix"].as_str().unwrap().contains("--fix"), "{c}");
+    let c = doctor_cache(&r, true);
+    assert_eq!(c["status"], "ok", "{c}");
+    assert!(c["message"].as_str().unwrap().contains("rebuilt"), "{c}");
+    assert_eq!(doctor_cache(&r, false)["status"], "ok");
+    assert_eq!(answer(&r).0, before);
+}
+
+fn doctor_cache(r: &Repo, fix: bool) -> Value {
+    let mut args = vec!["--json", "doctor", "--no-load"];
+    if fix {
+        args.push("--fix");
+    }
+    let o = kdd(r, &args);
+    let (out, _) = text(&o);
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    v["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == "cache"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no cache check: {v}"))
+}
+
+#[test]
+fn doctor_tells_the_truth_about_the_cache() {
+    let r = indexed();
+    let (before, _) = answer(&r);
+    assert_eq!(doctor_cache(&r, false)["status"], "ok");
+    let p = data_mdb(&r);
+    let len = std::fs::metadata(&p).unwrap().len();
+    scribble(&p, 8192, (len - 8192) as usize);
+    let c = doctor_cache(&r, false);
+    assert_eq!(c["status"], "warn", "doctor no longer says ok: {c}");
+    assert!(c["message"].as_str().unwrap().contains("damaged"), "{c}");
+    // What doctor said happens: the next query rebuilds, and answers as before.
+    let (after, err) = answer(&r);
+    assert_eq!(after, before);
+    assert!(err.contains("rebuilt"), "{err}");
+    assert_eq!(doctor_cache(&r, false)["status"], "ok");
+    truncate(&data_mdb(&r), 10_000);
+    let c = doctor_cache(&r, true);
+    assert_eq!(c["status"], "ok", "{c}");
+    let msg = c["message"].as_str().unwrap();
+    assert!(msg.contains("truncated") && msg.contains("rebuilt"), "{c}");
+}
+
+#[test]
+fn a_generation_without_its_marker_is_rebuilt() {
+    let r = indexed();
+    let (before, _) = answer(&r);
+    let old = current_gen(&r);
+    // A crash mid-build or mid-update leaves the generation without its `complete` marker.
+    std::fs::remove_file(old.join("complete")).unwrap();
+    let (after, err) = answer(&r);
+    assert_eq!(after, before);
+    assert!(err.contains("marker"), "{err}");
+    assert_ne!(current_gen(&r), old);
+    assert!(current_gen(&r).join("complete").is_file());
+    // An incremental update re-seals the generation it updates.
+    r.write(
+        "specs/01-domain/entities/Cliente.md",
+        &spec(
+            "entity",
+            "Cliente",
+            "Cliente",
+            "## Descripción\n\nQuien hace un [[Pedido]].\n",
+        ),
+    );
+    ok(&kdd(&r, &["index"]));
+    let gen = current_gen(&r);
+    let (_, err) = answer(&r);
+    assert!(!err.contains("damaged"), "{err}");
+    assert_eq!(current_gen(&r), gen, "updated in place");
+    assert!(gen.join("complete").is_file());
+}
+
+/// `kdd mcp` on a repository; answers one tool call at a time.
+struct Mcp {
+    child: Child,
+    out: BufReader<std::process::ChildStdout>,
+    next: u64,
+}
+
+impl Mcp {
+    fn start(r: &Repo) -> Mcp {
+        let mut child = command(env!("CARGO_BIN_EXE_kdd"), &r.dir)
+            .env_remove("KDD_NO_EMBED")
+            .env("KDD_TEST_EMBEDDER", "1")
+            .env("KDD_EMBED_WARM", "0")
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn kdd mcp");
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let mut m = Mcp {
+            child,
+            out,
+            next: 1,
+        };
+        m.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "kdd-test", "version": "1"}}),
+        );
+        m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        m
+    }
+
+    fn send(&mut self, v: &Value) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let mut line = String::new();
+            let n = self.out.read_line(&mut line).unwrap();
+            assert!(n > 0, "kdd mcp exited: {:?}", self.child.try_wait());
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
+
+    /// Ids of a `kdd_query` answer (panics on a tool error).
+    fn query_ids(&mut self) -> Vec<String> {
+        let r = self.request(
+            "tools/call",
+            json!({"name": "kdd_query", "arguments": {"query": "precio del pedido", "limit": 5}}),
+        );
+        let res = &r["result"];
+        assert_eq!(res["isError"].as_bool(), Some(false), "{r}");
+        let v: Value = serde_json::from_str(res["content"][0]["text"].as_str().unwrap()).unwrap();
+        v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["node_id"].as_str().unwrap().to_string())
+            .collect()
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn mcp_recovers_by_itself() {
+    let r = indexed();
+    answer(&r);
+    truncate(&data_mdb(&r), 40_000);
+    let mut m = Mcp::start(&r);
+    let before = m.query_ids();
+    assert!(!before.is_empty());
+    // Damaged under a running server (pages scribbled in place, the file keeps its length).
+    let gen = current_gen(&r);
+    let p = data_mdb(&r);
+    let len = std::fs::metadata(&p).unwrap().len();
+    scribble(&p, 8192, (len - 8192) as usize);
+    assert_eq!(m.query_ids(), before, "answered again after rebuilding");
+    assert_ne!(current_gen(&r), gen, "rebuilt into a fresh generation");
+    assert_eq!(m.query_ids(), before);
+}
+
+/// A child process killed and reaped on drop.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `kdd serve` on loopback; the port it listens on.
+fn serve(r: &Repo) -> (Reaped, u16) {
+    let child = command(env!("CARGO_BIN_EXE_kdd"), &r.dir)
+        .env_remove("KDD_NO_EMBED")
+        .env("KDD_TEST_EMBEDDER", "1")
+        .env("KDD_EMBED_WARM", "0")
+        .env_remove("KDD_TOKEN")
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn kdd serve");
+    let mut child = Reaped(child);
+    let mut err = BufReader::new(child.0.stderr.take().unwrap());
+    let mut log = String::new();
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            panic!("kdd serve did not start:\n{log}");
+        }
+        log.push_str(&line);
+        if let Some(a) = line.split("listening on http://").nth(1) {
+            let port = a.trim().rsplit(':').next().unwrap().parse().unwrap();
+            // Keep draining the log so the server never blocks on a full pipe.
+            std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+            return (child, port);
+        }
+    }
+}
+
+fn http_get(port: u16, path: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    let _ = s.read_to_string(&mut raw);
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, raw)
+}
+
+#[test]
+fn http_server_recovers_by_itself() {
+    let r = indexed();
+    answer(&r);
+    truncate(&data_mdb(&r), 40_000);
+    let (mut child, port) = serve(&r);
+    let path = "/v1/retrieve/graph?node=Entity:Pedido&depth=1";
+    let (status, body) = http_get(port, path);
+    assert_eq!(status, 200, "{body}");
+    let gen = current_gen(&r);
+    let p = data_mdb(&r);
+    let len = std::fs::metadata(&p).unwrap().len();
+    scribble(&p, 8192, (len - 8192) as usize);
+    let (status, body) = http_get(port, path);
+    assert_ne!(current_gen(&r), gen, "rebuilt into a fresh generation");
+    assert_eq!(status, 200, "no 503 \"run kdd index\": {body}");
+    assert!(body.contains("BR-PRECIO-001"), "{body}");
+    assert_eq!(child.0.try_wait().unwrap(), None, "the server is still up");
+}
+
+#[test]
+fn garbage_text_segments_never_crash_a_query() {
+    let r = indexed();
+    let (before, _) = answer(&r);
+    // Same-length garbage in the postings and the doc store: tantivy trusts its files (such
+    // garbage panicked or failed forever); the query heals and answers as before.
+    for ext in ["idx", "store", "term", "pos"] {
+        let text_dir = current_gen(&r).join("text");
+        let f = std::fs::read_dir(&text_dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == ext))
+            .unwrap_or_else(|| panic!("a .{ext} segment file"));
+        let len = std::fs::metadata(&f).unwrap().len();
+        scribble(&f, 8, (len.saturating_sub(16)).clamp(1, 2000) as usize);
+        let (after, err) = answer(&r);
+        assert_eq!(after, before, ".{ext}: {err}");
+    }
+}

@@ -1,0 +1,159 @@
+//! JSON-RPC line framing in front of rmcp's stdio transport for `kdd mcp`.
+//!
+//! rmcp silently drops a line that is not JSON; JSON-RPC 2.0 asks for a `-32700` "Parse error"
+//! response with `"id": null`. [`framed`] sits between the process's stdin/stdout and rmcp:
+//! every input line that is not JSON (bad syntax, truncated, not UTF-8, nested past serde's
+//! depth limit) is answered with [`PARSE_ERROR`] and never reaches rmcp; a line over
+//! [`MAX_LINE`] bytes is answered with `-32600` and skipped without being buffered whole; blank
+//! lines are ignored; every other line goes to rmcp unchanged. The server keeps serving.
+//!
+//! Invariants: stdout carries whole lines only (rmcp's answers and ours never interleave
+//! inside a line), in the order they were produced; nothing but JSON-RPC is ever written.
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{BufReader, DuplexStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Longest accepted request line (rmcp's own limit).
+pub const MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// The answer to a line that is not JSON.
+pub const PARSE_ERROR: &str = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the line is not a JSON value"}}"#;
+
+/// The answer to a line over [`MAX_LINE`].
+pub const TOO_LONG: &str = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the line is over 16 MiB"}}"#;
+
+/// Put the framing between `input`/`output` and rmcp. Returns rmcp's reader and writer, and
+/// the output task (await it after the service ends so every answer is flushed).
+pub fn framed<R, W>(input: R, output: W) -> (DuplexStream, DuplexStream, JoinHandle<()>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (rmcp_in, to_rmcp) = tokio::io::duplex(64 * 1024);
+    let (rmcp_out, from_rmcp) = tokio::io::duplex(64 * 1024);
+    let (err_tx, err_rx) = mpsc::channel::<&'static str>(64);
+    tokio::spawn(pump_input(input, to_rmcp, err_tx));
+    let out = tokio::spawn(pump_output(from_rmcp, err_rx, output));
+    (rmcp_in, rmcp_out, out)
+}
+
+/// Is this line a JSON value at all (whatever its shape)?
+fn is_json(line: &[u8]) -> bool {
+    serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
+}
+
+async fn pump_input<R: AsyncRead + Unpin>(
+    input: R,
+    mut to_rmcp: DuplexStream,
+    errors: mpsc::Sender<&'static str>,
+) {
+    let mut reader = BufReader::new(input);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let limit = (MAX_LINE + 1) as u64;
+        match (&mut reader).take(limit).read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if line.len() > MAX_LINE && line.last() != Some(&b'\n') {
+            // Skip the rest of the oversized line without keeping it.
+            loop {
+                line.clear();
+                match (&mut reader)
+                    .take(64 * 1024)
+                    .read_until(b'\n', &mut line)
+                    .await
+                {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) if line.last() == Some(&b'\n') => break,
+                    Ok(_) => {}
+                }
+            }
+            if errors.send(TOO_LONG).await.is_err() {
+                return;
+            }
+            continue;
+        }
+        let body = line
+            .strip_prefix(b"\xEF\xBB\xBF".as_slice())
+            .unwrap_or(&line);
+        if body.trim_ascii().is_empty() {
+            continue;
+        }
+        if !is_json(body) {
+            if errors.send(PARSE_ERROR).await.is_err() {
+                return;
+            }
+            continue;
+        }
+        if to_rmcp.write_all(&line).await.is_err() {
+            return;
+        }
+        if line.last() != Some(&b'\n') && to_rmcp.write_all(b"\n").await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn pump_output<W: AsyncWrite + Unpin>(
+    mut from_rmcp: DuplexStream,
+    mut errors: mpsc::Receiver<&'static str>,
+    mut output: W,
+) {
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut errors_open = true;
+    loop {
+        tokio::select! {
+            n = from_rmcp.read(&mut buf) => {
+                let n = n.unwrap_or(0);
+                if n == 0 {
+                    let _ = output.write_all(&pending).await;
+                    let _ = output.flush().await;
+                    return;
+                }
+                pending.extend_from_slice(&buf[..n]);
+                if let Some(end) = pending.iter().rposition(|&b| b == b'\n') {
+                    let rest = pending.split_off(end + 1);
+                    if output.write_all(&pending).await.is_err() || output.flush().await.is_err() {
+                        return;
+                    }
+                    pending = rest;
+                }
+            }
+            msg = errors.recv(), if errors_open => match msg {
+                Some(m) => {
+                    let line = format!("{m}\n");
+                    if output.write_all(line.as_bytes()).await.is_err()
+                        || output.flush().await.is_err()
+                    {
+                        return;
+                    }
+                }
+                None => errors_open = false,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_json_values_pass() {
+        assert!(is_json(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#));
+        assert!(is_json(b"[1, 2]"));
+        assert!(!is_json(b"{not json"));
+        assert!(!is_json(b"\xff\xfe"));
+        assert!(!is_json(&[b'['; 10_000]));
+        let v: serde_json::Value = serde_json::from_str(PARSE_ERROR).unwrap();
+        assert_eq!(v["error"]["code"], -32700);
+        assert!(v["id"].is_null());
+        let v: serde_json::Value = serde_json::from_str(TOO_LONG).unwrap();
+        assert_eq!(v["error"]["code"], -32600);
+    }
+}
