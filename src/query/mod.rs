@@ -7,9 +7,13 @@
 //! [`Error::code`] is the PRD error code (`QUERY_TOO_SHORT`, `NODE_NOT_FOUND`…).
 
 mod context;
+pub mod evidence;
 mod graph;
 mod hybrid;
+pub mod knobs;
+mod prf;
 pub mod render;
+mod searched;
 pub mod translate;
 pub mod types;
 mod util;
@@ -17,6 +21,7 @@ mod util;
 pub use context::context;
 pub use graph::{coverage, graph, impact, orphans, violations};
 pub use hybrid::{hybrid, search, QueryEmbedder};
+pub use searched::validate as validate_expansion;
 pub use types::*;
 pub use util::resolve_node;
 

@@ -84,8 +84,9 @@ fn tools() -> Vec<Tool> {
              entry point: describe the task in natural language and get the most relevant spec \
              nodes (use cases, rules, entities, commands, events…) with snippets. Ask in English \
              or Spanish: a question in the other language of the specs is also searched \
-             translated (a QUERY_TRANSLATED warning quotes it). Follow up with kdd_read for full \
-             text or kdd_graph/kdd_impact for relations.",
+             translated (a QUERY_TRANSLATED warning quotes it). Each result cites its best \
+             evidence: `section` (heading path) and `lines` [start, end] in `source_file`. \
+             Follow up with kdd_read for full text or kdd_graph/kdd_impact for relations.",
             schema(json!({
                 "type": "object",
                 "properties": {
@@ -94,7 +95,7 @@ fn tools() -> Vec<Tool> {
                     "layers": p_layers(),
                     "domain": {"type": "string", "description": "Only this domain (multi-domain repos)."},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "Maximum results (default 10)."},
-                    "min_score": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop results below this fused score (default 0)."},
+                    "min_score": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop results below this calibrated score (default 0.15). Scores are absolute confidences comparable across questions: ≥ 0.6 is a strong match, < 0.15 no match (the answer is then empty with a NO_MATCH warning)."},
                     "depth": {"type": "integer", "minimum": 1, "maximum": 5, "description": "Graph expansion depth (default 2)."},
                     "expand_graph": {"type": "boolean", "description": "Add nodes linked to the top hits (default true)."},
                     "respect_layers": {"type": "boolean", "description": "Skip links that violate the KDD layer rule while expanding (default true)."},

@@ -9,6 +9,7 @@ mod embed;
 mod git;
 mod hostile;
 mod query;
+mod ranking;
 mod repo;
 mod serve;
 mod util;
