@@ -160,3 +160,56 @@ fn agent_side_expansion_is_searched_and_reported() {
     let e = hybrid(&cache, &big).unwrap_err();
     assert_eq!(e.code(), "INVALID_EXPANSION");
 }
+
+/// Every spec file of a context answer (constraints and behaviour).
+fn context_files(v: &Value) -> Vec<String> {
+    ["constraints", "behavior"]
+        .iter()
+        .flat_map(|k| v[*k].as_array().unwrap().clone())
+        .map(|i| i["source_file"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn context_focused_on_one_domain_keeps_the_other_domain_out() {
+    let dir = check_repo();
+    // A domain-qualified short id resolves inside that domain (both domains have a BR-003).
+    let v = json(dir.path(), &["context", "--hint", "dining:BR-003"]);
+    let files = context_files(&v);
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with("BR-003-FreeCancellation.md")),
+        "{files:?}"
+    );
+    assert!(!files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
+    // A path under one domain plus a keyword both domains use: no look-alikes from the other,
+    // while the shared card-capture policy stays eligible.
+    let v = json(
+        dir.path(),
+        &[
+            "context",
+            "--hint",
+            "src/dining/reservations/cancel.py",
+            "--hint",
+            "cancellation",
+        ],
+    );
+    let files = context_files(&v);
+    assert!(!files.is_empty(), "{v}");
+    assert!(!files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
+    // Without a focus (hints in both domains) nothing is filtered.
+    let v = json(
+        dir.path(),
+        &[
+            "context",
+            "--hint",
+            "clinic:BR-001",
+            "--hint",
+            "dining:BR-001",
+        ],
+    );
+    let files = context_files(&v);
+    assert!(files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
+    assert!(files.iter().any(|f| f.contains("/dining/")), "{files:?}");
+}
