@@ -164,8 +164,20 @@ fn hit_of(
 }
 
 /// The section holding a hit's best evidence: its best lexical section, else the section of
-/// its best semantic chunk, else its summary section.
+/// its best semantic chunk, else its summary section. A heading without text of its own (a
+/// title matched) cites its first section with text instead.
 fn best_evidence(rec: &NodeRecord, s: Option<&Signals>) -> Option<usize> {
+    let i = evidence_section(rec, s)?;
+    rec.sections
+        .iter()
+        .enumerate()
+        .skip(i)
+        .find(|(_, x)| !x.text.trim().is_empty())
+        .map(|(j, _)| j)
+        .or(Some(i))
+}
+
+fn evidence_section(rec: &NodeRecord, s: Option<&Signals>) -> Option<usize> {
     if let Some(s) = s {
         if let Some(i) = s.best_section {
             return Some(i);
