@@ -10,14 +10,18 @@
 //! 3. Content: the part of each spec an agent must respect (declaration of a rule, pre/post
 //!    conditions of a command, description + main flow of a use case).
 //! 4. Constraints first, then behaviour; nearest first; cut at the token budget.
+//!
+//! Domain isolation (see [`super::domain`]): hints that clearly point into one business domain
+//! keep other domains' specs out unless a typed link from that domain brings them in.
 
+use super::domain;
 use super::types::*;
 use super::util::{clip, section_text, summary, tokens};
 use super::Error;
 use crate::cache::resolve::{file_stem, KeyRank};
 use crate::cache::{Cache, NodeRecord, Snapshot, TextFilter};
 use crate::spec::Kind;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 fn is_constraint(k: Kind) -> bool {
     matches!(
@@ -74,13 +78,42 @@ fn content_of(rec: &NodeRecord) -> String {
     clip(&parts.join("\n"), 1200)
 }
 
-fn resolve_hint(snap: &Snapshot<'_>, hint: &str) -> Result<Vec<(String, String)>, Error> {
+fn resolve_hint(
+    snap: &Snapshot<'_>,
+    hint: &str,
+    known: &BTreeSet<String>,
+) -> Result<Vec<(String, String)>, Error> {
     let h = hint.trim();
     if h.is_empty() {
         return Ok(Vec::new());
     }
     if snap.node(h)?.is_some() {
         return Ok(vec![(h.to_string(), "exact_id".into())]);
+    }
+    // `domain:rest`: resolve the rest within that domain.
+    if let Some((d, rest)) = h
+        .split_once(':')
+        .filter(|(d, r)| known.contains(*d) && !r.is_empty())
+    {
+        let mut inside = Vec::new();
+        for (id, m) in resolve_hint(snap, rest, known)? {
+            if snap.node_brief(&id)?.and_then(|r| r.node.domain).as_deref() == Some(d) {
+                inside.push((id, m));
+            }
+        }
+        if inside.is_empty() && rest.chars().count() >= 3 {
+            let f = TextFilter {
+                domain: Some(d.to_string()),
+                ..TextFilter::default()
+            };
+            let hits = snap.lexical(rest, &f, 3)?;
+            inside.extend(
+                hits.into_iter()
+                    .take(1)
+                    .map(|x| (x.node_id, "text_search".into())),
+            );
+        }
+        return Ok(inside);
     }
     let is_path = h.contains('/') || h.contains('\\') || {
         let ext = h.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
@@ -166,11 +199,26 @@ pub fn context(cache: &Cache, req: &ContextRequest) -> Result<ContextResponse, E
     let mut warnings = Vec::new();
     let mut resolved = Vec::new();
     let mut seeds: Vec<String> = Vec::new();
+    // Business domains named by the hints (for isolation); the corpus's domains are only
+    // listed when a hint could name one (qualified or a path).
+    let mut named: BTreeSet<String> = BTreeSet::new();
+    let known = if req.hints.iter().any(|h| h.contains([':', '/', '\\'])) {
+        domain::domains(&snap)?
+    } else {
+        BTreeSet::new()
+    };
     for h in &req.hints {
         if h.trim().is_empty() {
             continue;
         }
-        let r = resolve_hint(&snap, h)?;
+        let r = resolve_hint(&snap, h, &known)?;
+        named.extend(domain::named_by_hint(h, &known));
+        for (id, m) in &r {
+            if m != "text_search" {
+                let d = snap.node_brief(id)?.and_then(|r| r.node.domain);
+                named.extend(d.filter(|d| !domain::is_shared(Some(d))));
+            }
+        }
         if r.is_empty() {
             warnings.push(format!("No match found for hint: '{h}'"));
         }
@@ -187,6 +235,24 @@ pub fn context(cache: &Cache, req: &ContextRequest) -> Result<ContextResponse, E
             }
         }
     }
+    let focus = domain::focus(&named);
+    let outside = |d: &Option<String>| -> bool {
+        focus
+            .as_ref()
+            .is_some_and(|f| !domain::is_shared(d.as_deref()) && d.as_deref() != Some(f.as_str()))
+    };
+    // Keyword hints do not pull another domain's look-alikes into a focused request.
+    let mut kept = Vec::with_capacity(seeds.len());
+    for id in seeds {
+        let by_text = resolved
+            .iter()
+            .any(|r| r.node_id == id && r.match_method == "text_search");
+        let d = snap.node_brief(&id)?.and_then(|r| r.node.domain);
+        if !(by_text && outside(&d)) {
+            kept.push(id);
+        }
+    }
+    let seeds = kept;
     // Discovery: BFS from the seeds; found node → (distance, path).
     let mut found: BTreeMap<String, (u8, String)> = BTreeMap::new();
     let mut q: VecDeque<(String, u8, String)> = VecDeque::new();
@@ -222,6 +288,14 @@ pub fn context(cache: &Cache, req: &ContextRequest) -> Result<ContextResponse, E
             };
             let k = n.node.kind;
             if !(is_constraint(k) || is_behavior(k)) {
+                continue;
+            }
+            // Focused on one domain: another domain's spec needs a typed link from inside it.
+            if outside(&n.node.domain)
+                && (outside(&rec.node.domain)
+                    || domain::is_shared(rec.node.domain.as_deref())
+                    || !domain::crosses(&ty))
+            {
                 continue;
             }
             let np = format!("{path} -> {ty} -> {nb}");

@@ -1,9 +1,9 @@
 //! QRY-003 hybrid search and QRY-002/lexical single-strategy search.
 //!
 //! Ranking:
-//! 0. Cross-lingual: a question clearly in the other language of the corpus is machine-translated
-//!    (see [`super::translate`]); steps 1–2 then run on the original followed by its translation,
-//!    and the fusion leans a little less on the model (BM25 now has the cross-lingual matches).
+//! 0. Searched text (see [`super::searched`]): the question, its translation when it is in the
+//!    other language of the corpus (the agent's own, else machine-made), the agent's keywords
+//!    and hypothetical answer; a translated question leans a little less on the model.
 //! 1. Lexical: field-weighted BM25 over identity and section documents (see `cache::text`),
 //!    one score per node = identity match + best section (+ a little of the second best).
 //! 2. Semantic (L2): cosine of the query embedding against every chunk vector; a node scores its
@@ -25,7 +25,6 @@
 //!
 //! `--no-expand` turns off steps 4 and 5.
 
-use super::translate;
 use super::types::*;
 use super::util::{brief, clip, snippet, summary, tokens};
 use super::Error;
@@ -35,22 +34,12 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 /// Weight of the lexical signal in the fusion.
 const W_LEX: f32 = 1.0;
-/// Weight of the semantic signal in the fusion. Below lexical: measured on the dev set, the
-/// small multilingual model's chunk similarity is a weaker signal than field-aware BM25 on its
-/// own but adds the paraphrase/cross-lingual matches BM25 misses.
-const W_SEM: f32 = 0.6;
-/// The semantic weight for a translated question: the translation already gives BM25 the
-/// cross-lingual matches the model was there for (measured: dev + own check set 0.782 → 0.783
-/// nDCG@10 against 0.6, dev Hit@5 0.90 → 0.95; a small margin).
-const W_SEM_TRANSLATED: f32 = 0.5;
-/// Share of a linked candidate's score a node adds to its own (neighbourhood smoothing).
-const SMOOTH: f32 = 0.4;
+// The semantic weights, the neighbourhood share and the expansion share are tuning knobs
+// (`super::knobs`): measured defaults, overridable by `KDD_RANK_*` for cross-validated sweeps.
 /// At least this many top candidates lend support to their neighbours.
 const LENDERS: usize = 20;
 /// How many top hits seed the graph expansion.
 const SEEDS: usize = 3;
-/// Share of its seed's score an expanded node inherits (times the edge weight).
-const EXPAND_FACTOR: f32 = 0.5;
 /// Bonus (times edge weight and seed score) for a direct hit also reached from a better hit.
 const GRAPH_BONUS: f32 = 0.1;
 
@@ -90,6 +79,8 @@ fn validate(query: &str, limit: usize, min_score: f32) -> Result<(), Error> {
 struct Signals {
     lex: Option<(f32, usize)>,
     sem: Option<(f32, usize)>,
+    /// The best chunk's raw cosine (absolute, for calibration).
+    sem_raw: Option<f32>,
     best_section: Option<usize>,
     sem_text: Option<String>,
 }
@@ -150,7 +141,9 @@ fn hit_of(
     match_source: &str,
     snip: String,
     via: Option<String>,
+    best: Option<usize>,
 ) -> Hit {
+    let span = best.and_then(|i| super::evidence::span(rec, i));
     Hit {
         node_id: rec.node.id.clone(),
         kind: rec.node.kind,
@@ -163,7 +156,43 @@ fn hit_of(
         domain: rec.node.domain.clone(),
         indexed_fields: rec.fields.clone(),
         reached_via: via,
+        section: span.as_ref().map(|s| s.0.clone()),
+        lines: span.map(|s| s.1),
     }
+}
+
+/// The section holding a hit's best evidence: its best lexical section, else the section of
+/// its best semantic chunk, else its summary section. A heading without text of its own (a
+/// title matched) cites its first section with text instead.
+fn best_evidence(rec: &NodeRecord, s: Option<&Signals>) -> Option<usize> {
+    let i = evidence_section(rec, s)?;
+    rec.sections
+        .iter()
+        .enumerate()
+        .skip(i)
+        .find(|(_, x)| !x.text.trim().is_empty())
+        .map(|(j, _)| j)
+        .or(Some(i))
+}
+
+fn evidence_section(rec: &NodeRecord, s: Option<&Signals>) -> Option<usize> {
+    if let Some(s) = s {
+        if let Some(i) = s.best_section {
+            return Some(i);
+        }
+        if let Some(i) = s
+            .sem_text
+            .as_deref()
+            .and_then(|t| super::evidence::section_of_chunk(rec, t))
+        {
+            return Some(i);
+        }
+    }
+    let sum = summary(rec);
+    rec.sections
+        .iter()
+        .position(|x| !sum.is_empty() && x.text == sum)
+        .or_else(|| rec.sections.iter().position(|x| !x.text.trim().is_empty()))
 }
 
 fn hit_tokens(h: &Hit) -> usize {
@@ -223,6 +252,7 @@ fn ranked(
             Signals {
                 lex: Some((h.score / lex_max, i)),
                 sem: None,
+                sem_raw: None,
                 best_section: h.best_section,
                 sem_text: None,
             },
@@ -237,10 +267,12 @@ fn ranked(
         let e = sig.entry(id.clone()).or_insert(Signals {
             lex: None,
             sem: None,
+            sem_raw: None,
             best_section: None,
             sem_text: None,
         });
         e.sem = Some(((s - sem_min) / sem_span, i));
+        e.sem_raw = Some(*s);
         e.sem_text = Some(text.clone());
     }
     let have_sem = !sem.is_empty();
@@ -265,55 +297,51 @@ fn ranked(
         out.push((id, fused, s));
     }
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    if use_lex && have_lex {
+        feedback(snap, query, filter, pool, wsum, &mut out)?;
+    }
     Ok(out)
 }
 
-/// The text to search: the query, followed by its translation when it is written in the
-/// other language of the corpus (see [`super::translate`]); warnings say which happened.
-/// Also the semantic weight that suits it.
-fn cross_lingual(
+/// Pseudo-relevance feedback (see [`super::prf`]): the feedback query's normalised lexical
+/// score, times its knob weight, joins each candidate's fused score (new candidates enter with
+/// that evidence alone); the ranking is re-sorted.
+fn feedback(
     snap: &Snapshot<'_>,
     query: &str,
-    warnings: &mut Vec<Warning>,
-) -> Result<(String, f32), Error> {
-    let untranslated = Ok((query.to_string(), W_SEM));
-    if !translate::enabled() {
-        return untranslated;
+    filter: &TextFilter,
+    pool: usize,
+    wsum: f32,
+    out: &mut Vec<(String, f32, Signals)>,
+) -> Result<(), Error> {
+    let k = super::knobs::knobs();
+    if k.prf_terms == 0 || k.prf_weight <= 0.0 || wsum <= 0.0 {
+        return Ok(());
     }
-    let Some((from, to)) = translate::needed(query, snap.corpus_lang()?) else {
-        return untranslated;
-    };
-    // BM25 alone (L1, or no model loaded) needs only the target lemmas, which come 2-3x faster.
-    let style = if snap.cache.level() >= IndexLevel::L2 && snap.cache.embedder().is_some() {
-        translate::Style::Full
-    } else {
-        translate::Style::Lemmas
-    };
-    Ok(match translate::translate(query, from, to, style) {
-        Ok(t) => {
-            warnings.push(Warning::new(
-                "QUERY_TRANSLATED",
-                format!(
-                    "The query is {}, the specs are mostly {}: also searched as \"{}\"",
-                    from.name(),
-                    to.name(),
-                    clip(&t, 300)
-                ),
-            ));
-            (format!("{query} {t}"), W_SEM_TRANSLATED)
+    let first: Vec<(String, f32)> = out.iter().map(|(id, s, _)| (id.clone(), *s)).collect();
+    let words = super::prf::feedback_words(snap, query, &first, k.prf_terms)?;
+    let mut fb = super::prf::feedback_scores(snap, &words, filter, pool)?;
+    let w = k.prf_weight * W_LEX / wsum;
+    for (id, s, _) in out.iter_mut() {
+        if let Some(p) = fb.remove(id) {
+            *s += w * p;
         }
-        Err(e) => {
-            warnings.push(Warning::new(
-                "NO_TRANSLATION",
-                format!(
-                    "The query is {}, the specs are mostly {}, and it could not be translated: {e}; cross-lingual matches rely on embeddings alone (KDD_TRANSLATE=off silences this)",
-                    from.name(),
-                    to.name()
-                ),
-            ));
-            (query.to_string(), W_SEM)
-        }
-    })
+    }
+    for (id, p) in fb {
+        out.push((
+            id,
+            w * p,
+            Signals {
+                lex: None,
+                sem: None,
+                sem_raw: None,
+                best_section: None,
+                sem_text: None,
+            },
+        ));
+    }
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(())
 }
 
 /// True when the node has at least one embedded chunk.
@@ -369,12 +397,18 @@ fn smooth(
     let mut out = Vec::with_capacity(direct.len() + lent.len());
     for (id, score, sig) in direct {
         let support = lent.remove(&id);
-        let bonus = support.as_ref().map_or(0.0, |s| SMOOTH * s.0);
+        let smooth_share = super::knobs::knobs().smooth;
+        let bonus = support.as_ref().map_or(0.0, |s| smooth_share * s.0);
         out.push((id, score + bonus, Some(sig), support.map(|s| s.1)));
     }
     // Edge ends are resolved nodes; a vanished one is skipped when results are assembled.
     for (id, (share, support)) in lent {
-        out.push((id, SMOOTH * share, None, Some(support)));
+        out.push((
+            id,
+            super::knobs::knobs().smooth * share,
+            None,
+            Some(support),
+        ));
     }
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     Ok(out)
@@ -455,7 +489,8 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     let snap = cache.snapshot()?;
     let filter = filter_of(&req.kinds, &req.layers, &req.domain);
     let mut warnings = Vec::new();
-    let (text, w_sem) = cross_lingual(&snap, &req.query, &mut warnings)?;
+    let searched = super::searched::searched(&snap, &req.query, &req.expansion, &mut warnings)?;
+    let (text, w_sem) = (searched.text.clone(), searched.w_sem);
     let mix = Mix {
         lexical: true,
         semantic: true,
@@ -552,7 +587,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
                     let indeg = snap.lite(&nb)?.map_or(1, |l| l.in_degree.max(1)) as f32;
                     let hub = 1.0 / (1.0 + (indeg / 8.0)).sqrt();
                     let w = edge_weight(&ty) * dir_w * hub;
-                    let ns = s * w * EXPAND_FACTOR;
+                    let ns = s * w * super::knobs::knobs().expand;
                     let npath = format!("{path} -> {ty} -> {nb}");
                     let (from, to) = if dir_w == 1.0 {
                         (cur.clone(), nb.clone())
@@ -597,40 +632,58 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
         all.push((id, s, Some(path)));
     }
     all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let top = all.first().map(|x| x.1).unwrap_or(1.0).max(1.0);
     let sigs: HashMap<&str, &Signals> = cands
         .iter()
         .filter_map(|(id, _, s, _)| s.as_ref().map(|s| (id.as_str(), s)))
         .collect();
-    let mut results = Vec::new();
+    let mut picked: Vec<(NodeRecord, f32, Option<String>)> = Vec::new();
     for (id, s, via) in all {
-        if results.len() >= req.limit {
+        if picked.len() >= req.limit {
             break;
         }
-        let score = s / top;
+        let Some(rec) = snap.node(&id)? else { continue };
+        if passes(&rec, &filter) {
+            picked.push((rec, s, via));
+        }
+    }
+    let conf = answer_confidence(&snap, &req.query, &searched.translation, &picked, &sigs);
+    let best = picked.first().map_or(0.0, |p| p.1);
+    let mut results = Vec::new();
+    for (rec, s, via) in &picked {
+        let score = super::evidence::calibrated(conf, *s, best);
         if score < req.min_score {
             continue;
         }
-        let Some(rec) = snap.node(&id)? else { continue };
-        if !passes(&rec, &filter) {
-            continue;
-        }
-        results.push(match sigs.get(id.as_str()) {
+        let id = rec.node.id.as_str();
+        let sg = sigs.get(id).copied();
+        let at = best_evidence(rec, sg);
+        results.push(match sg {
             Some(sg) => hit_of(
-                &rec,
+                rec,
                 score,
-                source_name(sg, graph_hit.contains(&id)),
-                make_snippet(&snap, &rec, sg, &words),
+                source_name(sg, graph_hit.contains(id)),
+                make_snippet(&snap, rec, sg, &words),
                 None,
+                at,
             ),
             None => hit_of(
-                &rec,
+                rec,
                 score,
                 "graph",
-                snippet(summary(&rec), &words, 240),
-                via,
+                snippet(summary(rec), &words, 240),
+                via.clone(),
+                at,
             ),
         });
+    }
+    if results.is_empty() {
+        warnings.push(Warning::new(
+            "NO_MATCH",
+            format!(
+                "No spec matches the query (best confidence {conf:.2}, below min_score {:.2}); try the specs' own words, an id, or a lower --min-score",
+                req.min_score
+            ),
+        ));
     }
     let (total_tokens, truncated) = fit_budget(&mut results, req.max_tokens);
     if truncated {
@@ -646,6 +699,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
         .collect();
     let _ = brief;
     Ok(HybridResponse {
+        expanded_with: searched.used,
         total_results: results.len(),
         total_tokens,
         results,
@@ -654,13 +708,41 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     })
 }
 
+/// The answer's absolute confidence (see [`super::evidence`]): the best of its first hits,
+/// each the larger of its coverage of the question's words (of the question as asked, or of
+/// its translation) and the semantic closeness of its best chunk.
+fn answer_confidence(
+    snap: &Snapshot<'_>,
+    query: &str,
+    translation: &Option<String>,
+    picked: &[(NodeRecord, f32, Option<String>)],
+    sigs: &HashMap<&str, &Signals>,
+) -> f32 {
+    use super::evidence::{confidence, coverage, question_stems, CONF_TOP};
+    let asked = question_stems(snap, query);
+    let translated = translation
+        .as_deref()
+        .map(|t| question_stems(snap, t))
+        .unwrap_or_default();
+    picked
+        .iter()
+        .take(CONF_TOP)
+        .map(|(rec, _, _)| {
+            let cov = coverage(snap, rec, &asked).max(coverage(snap, rec, &translated));
+            let cos = sigs.get(rec.node.id.as_str()).and_then(|s| s.sem_raw);
+            confidence(cov, cos)
+        })
+        .fold(0.0, f32::max)
+}
+
 /// Single-strategy search: `--lexical` (BM25) or `--semantic` (QRY-002).
 pub fn search(cache: &Cache, req: &SearchRequest) -> Result<SearchResponse, Error> {
     validate(&req.query, req.limit, req.min_score)?;
     let snap = cache.snapshot()?;
     let filter = filter_of(&req.kinds, &req.layers, &req.domain);
     let mut warnings = Vec::new();
-    let (text, w_sem) = cross_lingual(&snap, &req.query, &mut warnings)?;
+    let searched = super::searched::searched(&snap, &req.query, &req.expansion, &mut warnings)?;
+    let (text, w_sem) = (searched.text.clone(), searched.w_sem);
     let words = snap.query_words(&text);
     let (lex, sem) = match req.mode {
         SearchMode::Lexical => (true, false),
@@ -697,15 +779,18 @@ pub fn search(cache: &Cache, req: &SearchRequest) -> Result<SearchResponse, Erro
             SearchMode::Semantic => sg.sem.map(|x| x.0).unwrap_or(s),
             SearchMode::Lexical => s,
         };
+        let at = best_evidence(&rec, Some(&sg));
         results.push(hit_of(
             &rec,
             raw,
             source_name(&sg, false),
             make_snippet(&snap, &rec, &sg, &words),
             None,
+            at,
         ));
     }
     Ok(SearchResponse {
+        expanded_with: searched.used,
         total_results: results.len(),
         results,
         warnings,

@@ -7,9 +7,14 @@
 //! [`Error::code`] is the PRD error code (`QUERY_TOO_SHORT`, `NODE_NOT_FOUND`…).
 
 mod context;
+mod domain;
+pub mod evidence;
 mod graph;
 mod hybrid;
+pub mod knobs;
+mod prf;
 pub mod render;
+mod searched;
 pub mod translate;
 pub mod types;
 mod util;
@@ -18,6 +23,7 @@ pub use crate::embed::QueryEmbedder;
 pub use context::context;
 pub use graph::{coverage, graph, impact, orphans, violations};
 pub use hybrid::{hybrid, search};
+pub use searched::validate as validate_expansion;
 pub use types::*;
 pub use util::resolve_node;
 

@@ -7,6 +7,11 @@ use serde::{Deserialize, Serialize};
 fn default_limit() -> usize {
     10
 }
+/// Default `min_score` of searches (see `query::evidence`: scores are calibrated confidences).
+pub const DEFAULT_MIN_SCORE: f32 = super::evidence::DEFAULT_MIN_SCORE;
+fn default_min_score() -> f32 {
+    DEFAULT_MIN_SCORE
+}
 fn default_hybrid_depth() -> u8 {
     2
 }
@@ -46,6 +51,21 @@ impl Warning {
     }
 }
 
+/// Agent-side expansion of a question (see `query::searched`): optional texts the calling
+/// agent adds; each is searched together with the question, like a translation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Expansion {
+    /// Extra lexical queries (ids, terms in the corpus's words), at most 20.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keywords: Vec<String>,
+    /// A short passage written like the spec that would answer the question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hypothetical_answer: Option<String>,
+    /// The question in the corpus's language (replaces the machine translation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub translation: Option<String>,
+}
+
 /// QRY-003 hybrid search request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HybridRequest {
@@ -63,8 +83,9 @@ pub struct HybridRequest {
     /// 1–100, default 10.
     #[serde(default = "default_limit")]
     pub limit: usize,
-    /// Minimum fused score (0–1), default 0 (no cut).
-    #[serde(default)]
+    /// Minimum calibrated score (0–1), default [`DEFAULT_MIN_SCORE`]: below it a hit is no
+    /// match (an answer left empty carries a `NO_MATCH` warning).
+    #[serde(default = "default_min_score")]
     pub min_score: f32,
     /// Graph expansion depth 1–5, default 2.
     #[serde(default = "default_hybrid_depth")]
@@ -78,6 +99,9 @@ pub struct HybridRequest {
     /// Token budget of the response (default 8000).
     #[serde(default = "default_max_tokens")]
     pub max_tokens: usize,
+    /// Agent-side expansion (keywords, hypothetical answer, translation).
+    #[serde(default, flatten)]
+    pub expansion: Expansion,
 }
 
 impl HybridRequest {
@@ -89,11 +113,12 @@ impl HybridRequest {
             layers: Vec::new(),
             domain: None,
             limit: default_limit(),
-            min_score: 0.0,
+            min_score: DEFAULT_MIN_SCORE,
             depth: default_hybrid_depth(),
             expand: true,
             respect_layers: true,
             max_tokens: default_max_tokens(),
+            expansion: Expansion::default(),
         }
     }
 }
@@ -103,7 +128,8 @@ impl HybridRequest {
 pub struct Hit {
     pub node_id: String,
     pub kind: Kind,
-    /// Fused score, 0–1, best first.
+    /// Calibrated confidence, 0–1, best first: comparable across questions (see
+    /// `query::evidence`), so `min_score` means the same for every question.
     pub score: f32,
     /// Repo-relative path (`specs/…`).
     pub source_file: String,
@@ -116,6 +142,12 @@ pub struct Hit {
     pub indexed_fields: IndexedFields,
     /// For nodes reached by graph expansion: `A -> EDGE -> B` path; `None` for direct hits.
     pub reached_via: Option<String>,
+    /// Heading path (`Parent > Heading`) of the section holding the best evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section: Option<String>,
+    /// 1-based `[start, end]` lines of that section in `source_file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<[usize; 2]>,
 }
 
 /// An edge followed during expansion.
@@ -134,6 +166,10 @@ pub struct HybridResponse {
     pub warnings: Vec<Warning>,
     pub total_results: usize,
     pub total_tokens: usize,
+    /// Expansions the search used (`translation`, `machine_translation`, `keywords`,
+    /// `hypothetical_answer`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expanded_with: Vec<String>,
 }
 
 /// Single-strategy search mode.
@@ -159,6 +195,9 @@ pub struct SearchRequest {
     pub limit: usize,
     #[serde(default)]
     pub min_score: f32,
+    /// Agent-side expansion (keywords, hypothetical answer, translation).
+    #[serde(default, flatten)]
+    pub expansion: Expansion,
 }
 
 /// `kdd search` response.
@@ -170,6 +209,9 @@ pub struct SearchResponse {
     /// Model used for semantic search.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub embedding_model: Option<String>,
+    /// Expansions the search used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expanded_with: Vec<String>,
 }
 
 /// Short description of a node in graph answers.

@@ -245,6 +245,15 @@ pub struct ContextBody {
     /// MCP paging: skip this many results (default 0).
     #[serde(default)]
     pub offset: Option<i64>,
+    /// Agent-side expansion: extra lexical queries in the corpus's words.
+    #[serde(default)]
+    pub keywords: Vec<String>,
+    /// Agent-side expansion: a short passage like the spec that would answer.
+    #[serde(default)]
+    pub hypothetical_answer: Option<String>,
+    /// Agent-side expansion: the question in the corpus's language.
+    #[serde(default)]
+    pub translation: Option<String>,
 }
 
 /// A validated QRY-003 request plus the chosen strategy.
@@ -253,6 +262,22 @@ pub struct ContextPlan {
     pub strategy: Strategy,
     pub req: HybridRequest,
     pub offset: usize,
+}
+
+/// The agent-side expansion of a body, validated (`INVALID_EXPANSION` when oversized).
+fn expansion(
+    keywords: &[String],
+    hypothetical_answer: &Option<String>,
+    translation: &Option<String>,
+) -> R<query::Expansion> {
+    let e = query::Expansion {
+        keywords: keywords.to_vec(),
+        hypothetical_answer: hypothetical_answer.clone(),
+        translation: translation.clone(),
+    };
+    query::validate_expansion(&e)
+        .map_err(|err| ApiError::bad("INVALID_EXPANSION", err.to_string()))?;
+    Ok(e)
 }
 
 /// Retrieval strategy of `POST /v1/retrieve/context`.
@@ -320,11 +345,12 @@ impl ContextBody {
             .filter(|d| !d.is_empty())
             .map(str::to_string);
         req.limit = (limit + offset) as usize;
-        req.min_score = min_score(self.min_score, 0.0)?;
+        req.min_score = min_score(self.min_score, query::DEFAULT_MIN_SCORE as f64)?;
         req.depth = depth as u8;
         req.expand = self.expand_graph.unwrap_or(true);
         req.respect_layers = self.respect_layers.unwrap_or(true);
         req.max_tokens = max_tokens as usize;
+        req.expansion = expansion(&self.keywords, &self.hypothetical_answer, &self.translation)?;
         Ok(ContextPlan {
             strategy,
             req,
@@ -353,6 +379,7 @@ pub fn run_context(cache: &Cache, plan: &ContextPlan) -> R<HybridResponse> {
                     domain: plan.req.domain.clone(),
                     limit: plan.req.limit,
                     min_score: plan.req.min_score,
+                    expansion: plan.req.expansion.clone(),
                 },
             )?;
             let total_tokens = s
@@ -361,6 +388,7 @@ pub fn run_context(cache: &Cache, plan: &ContextPlan) -> R<HybridResponse> {
                 .map(|h| serde_json::to_string(h).map(|j| j.len() / 4).unwrap_or(0))
                 .sum();
             HybridResponse {
+                expanded_with: s.expanded_with,
                 total_results: s.results.len(),
                 results: s.results,
                 graph_expansion: Vec::new(),
@@ -395,6 +423,15 @@ pub struct SearchBody {
     pub limit: Option<i64>,
     #[serde(default)]
     pub min_score: Option<f64>,
+    /// Agent-side expansion: extra lexical queries in the corpus's words.
+    #[serde(default)]
+    pub keywords: Vec<String>,
+    /// Agent-side expansion: a short passage like the spec that would answer.
+    #[serde(default)]
+    pub hypothetical_answer: Option<String>,
+    /// Agent-side expansion: the question in the corpus's language.
+    #[serde(default)]
+    pub translation: Option<String>,
 }
 
 impl SearchBody {
@@ -426,6 +463,7 @@ impl SearchBody {
                 .map(str::to_string),
             limit: int_in("limit", self.limit, 10, 1, 100, "INVALID_LIMIT")? as usize,
             min_score: min_score(self.min_score, 0.0)?,
+            expansion: expansion(&self.keywords, &self.hypothetical_answer, &self.translation)?,
         })
     }
 }

@@ -473,6 +473,7 @@ async fn context(
                     warnings: Vec::new(),
                     total_results: 0,
                     total_tokens: 0,
+                    expanded_with: Vec::new(),
                 },
             };
             resp.warnings.push(crate::query::Warning::new(

@@ -85,8 +85,13 @@ fn tools() -> Vec<Tool> {
              entry point: describe the task in natural language and get the most relevant spec \
              nodes (use cases, rules, entities, commands, events…) with snippets. Ask in English \
              or Spanish: a question in the other language of the specs is also searched \
-             translated (a QUERY_TRANSLATED warning quotes it). Follow up with kdd_read for full \
-             text or kdd_graph/kdd_impact for relations.",
+             translated (a QUERY_TRANSLATED warning quotes it). Each result cites its best \
+             evidence: `section` (heading path) and `lines` [start, end] in `source_file`; \
+             `score` is a calibrated confidence (an empty answer with NO_MATCH means nothing \
+             matched). To improve recall, add `keywords`, a `hypothetical_answer` and, when \
+             you ask in another language than the specs', your own `translation`; the answer's \
+             `expanded_with` lists what was used. Follow up with kdd_read for full text or \
+             kdd_graph/kdd_impact for relations.",
             schema(json!({
                 "type": "object",
                 "properties": {
@@ -95,13 +100,16 @@ fn tools() -> Vec<Tool> {
                     "layers": p_layers(),
                     "domain": {"type": "string", "description": "Only this domain (multi-domain repos)."},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "Maximum results (default 10)."},
-                    "min_score": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop results below this fused score (default 0)."},
+                    "min_score": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop results below this calibrated score (default 0.15). Scores are absolute confidences comparable across questions: ≥ 0.6 is a strong match, < 0.15 no match (the answer is then empty with a NO_MATCH warning)."},
                     "depth": {"type": "integer", "minimum": 1, "maximum": 5, "description": "Graph expansion depth (default 2)."},
                     "expand_graph": {"type": "boolean", "description": "Add nodes linked to the top hits (default true)."},
                     "respect_layers": {"type": "boolean", "description": "Skip links that violate the KDD layer rule while expanding (default true)."},
                     "strategy": {"type": "string", "enum": ["hybrid", "semantic", "lexical"], "description": "Retrieval strategy (default hybrid)."},
                     "max_tokens": p_tokens(),
-                    "offset": {"type": "integer", "minimum": 0, "maximum": 99, "description": "Skip this many results (paging)."}
+                    "offset": {"type": "integer", "minimum": 0, "maximum": 99, "description": "Skip this many results (paging)."},
+                    "keywords": {"type": "array", "items": {"type": "string", "maxLength": 2000}, "maxItems": 20, "description": "Optional extra lexical queries: ids, names and terms the specs are likely to use (e.g. [\"BR-ORDER-002\", \"refund window\"]). Searched with the question."},
+                    "hypothetical_answer": {"type": "string", "maxLength": 2000, "description": "Optional: a short passage written like the spec that would answer (2-3 sentences in the specs' style and language). Searched with the question; helps paraphrased questions."},
+                    "translation": {"type": "string", "maxLength": 2000, "description": "Optional: the question rendered in the specs' language when you ask in another one (replaces the built-in machine translation)."}
                 },
                 "required": ["query"],
                 "additionalProperties": false
@@ -196,13 +204,15 @@ fn tools() -> Vec<Tool> {
         Tool::new(
             "kdd_read",
             "Read a spec: the sections of a node (or of a spec file under the specs root), or \
-             just one section. Use after kdd_query to read the full text.",
+             just one section (by heading, heading path or line: a kdd_query hit's `section` / \
+             `lines[0]` read just its cited evidence). Use after kdd_query to read the full text.",
             schema(json!({
                 "type": "object",
                 "properties": {
                     "node": {"type": "string", "description": "Node id, short id, stem or title (give this or `path`)."},
                     "path": {"type": "string", "description": "Spec file path relative to the specs root, e.g. \"01-domain/entities/Pedido.md\" (no `..`, no absolute paths)."},
                     "section": {"type": "string", "description": "Only this section: a heading (\"Invariants\", \"Flujo Principal\") or a canonical key (invariants, main_flow, preconditions…)."},
+                    "line": {"type": "integer", "minimum": 1, "description": "Only the section whose heading is on this line: pass a kdd_query hit's lines[0] to read just its cited evidence."},
                     "max_tokens": p_tokens(),
                     "offset": p_offset()
                 },
@@ -466,6 +476,9 @@ pub struct ReadParams {
     pub path: Option<String>,
     #[serde(default)]
     pub section: Option<String>,
+    /// Only the section whose heading is on this line (a `kdd_query` hit's `lines[0]`).
+    #[serde(default)]
+    pub line: Option<usize>,
 }
 
 fn fold(s: &str) -> String {
@@ -546,12 +559,24 @@ fn read(engine: &Engine, loaded: &super::Loaded, p: &ReadParams) -> Result<Value
             json!({"heading": s.heading, "key": s.key, "level": s.level, "line": s.line, "text": s.text})
         })
         .collect();
-    if let Some(want) = p
+    if let Some(line) = p.line {
+        // Just the cited span: the one section starting on that line.
+        let Some(i) = rec.sections.iter().position(|s| s.line == line) else {
+            return Err(ApiError::new(
+                404,
+                "SECTION_NOT_FOUND",
+                format!("no section of {} starts on line {line}", rec.node.id),
+            ));
+        };
+        sections = vec![sections[i].clone()];
+    } else if let Some(want) = p
         .section
         .as_deref()
         .map(str::trim)
         .filter(|s| !s.is_empty())
     {
+        // A hit's `section` is a heading path (`Parent > Heading`): its last heading names it.
+        let want = want.rsplit(" > ").next().unwrap_or(want).trim();
         let w = fold(want);
         let wk = want.to_ascii_lowercase().replace([' ', '-'], "_");
         let pick: Vec<usize> = rec

@@ -12,6 +12,7 @@ mod fuzz_parse;
 mod git;
 mod hostile;
 mod query;
+mod ranking;
 mod repo;
 mod serve;
 mod util;

@@ -206,6 +206,24 @@ fn mcp_session_over_stdio() {
     assert!(ids.contains(&"BR:BR-PRECIO-001"), "{ids:?}");
     assert_eq!(q["index"]["fresh"], true, "{q}");
     assert_eq!(q["index"]["level"], "L1");
+    // Each hit cites its evidence; kdd_read returns just that span.
+    let h0 = &q["results"][0];
+    let line = h0["lines"][0].as_u64().expect("cited lines");
+    let (err, span) = m.call("kdd_read", json!({"node": h0["node_id"], "line": line}));
+    assert!(!err, "{span}");
+    let secs = span["sections"].as_array().unwrap();
+    assert_eq!(secs.len(), 1, "{span}");
+    assert_eq!(secs[0]["line"].as_u64(), Some(line), "{span}");
+    let (err, x) = m.call(
+        "kdd_query",
+        json!({"query": "precio del pedido", "keywords": ["BR-PRECIO-001"], "translation": "order price"}),
+    );
+    assert!(!err, "{x}");
+    assert_eq!(
+        x["expanded_with"],
+        json!(["translation", "keywords"]),
+        "{x}"
+    );
 
     let (err, short) = m.call("kdd_query", json!({"query": "ab"}));
     assert!(err);

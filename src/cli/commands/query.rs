@@ -22,8 +22,8 @@ pub struct Args {
     /// Maximum results (1–100).
     #[arg(long, short = 'n', default_value_t = 10)]
     pub limit: usize,
-    /// Minimum fused score (0–1).
-    #[arg(long, default_value_t = 0.0)]
+    /// Minimum calibrated score (0–1; scores are confidences comparable across questions).
+    #[arg(long, default_value_t = query::DEFAULT_MIN_SCORE)]
     pub min_score: f32,
     /// Graph expansion depth (1–5).
     #[arg(long, default_value_t = 2)]
@@ -130,13 +130,17 @@ pub fn print_hits(hits: &[query::Hit]) -> std::io::Result<()> {
     let mut out = String::new();
     for (i, h) in hits.iter().enumerate() {
         out.push_str(&format!(
-            "{:>2}. {:.3}  {}  {} — {}\n    {}  [{}{}]\n    {}\n",
+            "{:>2}. {:.3}  {}  {} — {}\n    {}{}  [{}{}]\n    {}\n",
             i + 1,
             h.score,
             hl(&h.node_id),
             h.kind,
             h.title,
             h.source_file,
+            match (&h.section, h.lines) {
+                (Some(s), Some([a, b])) => format!(":{a}-{b} ({s})"),
+                _ => String::new(),
+            },
             h.match_source,
             h.reached_via
                 .as_deref()
@@ -187,6 +191,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         expand: !args.no_expand,
         respect_layers: !args.no_respect_layers,
         max_tokens: args.max_tokens,
+        expansion: Default::default(),
     };
     if query::too_short(&req.query) {
         return fail(global, &query::Error::QueryTooShort);

@@ -43,6 +43,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         domain: args.domain.clone(),
         limit: args.limit,
         min_score: args.min_score,
+        expansion: Default::default(),
     };
     let cache = match open_cache(global, args.semantic) {
         Ok(c) => c,

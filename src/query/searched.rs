@@ -1,0 +1,152 @@
+//! The text a search runs on: the question plus what expands it.
+//!
+//! - Cross-lingual: a question clearly in the other language of the corpus is searched together
+//!   with its translation. An agent may give its own (`translation`, preferred: no translator
+//!   runs); otherwise the question is machine-translated (see [`super::translate`]).
+//! - Agent-side expansion: the calling agent is a language model, so it may add `keywords`
+//!   (extra lexical queries) and a `hypothetical_answer` (a short passage written like the spec
+//!   it expects). Each is appended to the searched text, so it is fused exactly like a
+//!   translation: BM25 matches its words and the embedding of the whole text moves toward it.
+//! - `used` names every expansion applied, in order (`translation`, `machine_translation`,
+//!   `keywords`, `hypothetical_answer`), and the answer reports it as `expanded_with`.
+//!
+//! Invariants: the expansion texts are bounded ([`MAX_TEXT`], [`MAX_KEYWORDS`]; longer input is
+//! an `INVALID_EXPANSION` error, never silently cut); nothing is searched that the caller did
+//! not send or the translator did not make from the question.
+
+use super::translate;
+use super::types::{Expansion, Warning};
+use super::util::clip;
+use super::Error;
+use crate::artifact::IndexLevel;
+use crate::cache::Snapshot;
+
+/// Longest expansion text (bytes), like the question itself.
+pub const MAX_TEXT: usize = 2000;
+/// Most keywords accepted.
+pub const MAX_KEYWORDS: usize = 20;
+
+/// What a search runs on.
+pub struct Searched {
+    /// Question followed by its expansions.
+    pub text: String,
+    /// Semantic weight that suits it (less when translated).
+    pub w_sem: f32,
+    /// The translation, when one was used.
+    pub translation: Option<String>,
+    /// Expansions applied, in order.
+    pub used: Vec<String>,
+}
+
+/// Reject oversized expansions (`INVALID_EXPANSION`).
+pub fn validate(e: &Expansion) -> Result<(), Error> {
+    let bad = |m: String| Err(Error::invalid("INVALID_EXPANSION", m));
+    if e.keywords.len() > MAX_KEYWORDS {
+        return bad(format!("at most {MAX_KEYWORDS} keywords"));
+    }
+    let texts = e
+        .keywords
+        .iter()
+        .chain(e.hypothetical_answer.iter())
+        .chain(e.translation.iter());
+    for t in texts {
+        if t.len() > MAX_TEXT {
+            return bad(format!("expansion texts must be at most {MAX_TEXT} bytes"));
+        }
+    }
+    Ok(())
+}
+
+fn given(t: &Option<String>) -> Option<&str> {
+    t.as_deref().map(str::trim).filter(|t| !t.is_empty())
+}
+
+/// The searched text for a question and its expansions; warnings say what happened.
+pub fn searched(
+    snap: &Snapshot<'_>,
+    query: &str,
+    exp: &Expansion,
+    warnings: &mut Vec<Warning>,
+) -> Result<Searched, Error> {
+    validate(exp)?;
+    let k = super::knobs::knobs();
+    let mut out = Searched {
+        text: query.to_string(),
+        w_sem: k.w_sem,
+        translation: None,
+        used: Vec::new(),
+    };
+    if let Some(t) = given(&exp.translation) {
+        out.translation = Some(t.to_string());
+        out.used.push("translation".into());
+    } else if let Some(t) = machine_translation(snap, query, warnings)? {
+        out.translation = Some(t);
+        out.used.push("machine_translation".into());
+    }
+    if let Some(t) = &out.translation {
+        out.text = format!("{query} {t}");
+        out.w_sem = k.w_sem_translated;
+    }
+    let kws: Vec<&str> = exp
+        .keywords
+        .iter()
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if !kws.is_empty() {
+        out.text.push(' ');
+        out.text.push_str(&kws.join(" "));
+        out.used.push("keywords".into());
+    }
+    if let Some(h) = given(&exp.hypothetical_answer) {
+        out.text.push(' ');
+        out.text.push_str(h);
+        out.used.push("hypothetical_answer".into());
+    }
+    Ok(out)
+}
+
+/// The machine translation of a question clearly in the other language of the corpus.
+fn machine_translation(
+    snap: &Snapshot<'_>,
+    query: &str,
+    warnings: &mut Vec<Warning>,
+) -> Result<Option<String>, Error> {
+    if !translate::enabled() {
+        return Ok(None);
+    }
+    let Some((from, to)) = translate::needed(query, snap.corpus_lang()?) else {
+        return Ok(None);
+    };
+    // BM25 alone (L1, or no model loaded) needs only the target lemmas, which come 2-3x faster.
+    let style = if snap.cache.level() >= IndexLevel::L2 && snap.cache.embedder().is_some() {
+        translate::Style::Full
+    } else {
+        translate::Style::Lemmas
+    };
+    Ok(match translate::translate(query, from, to, style) {
+        Ok(t) => {
+            warnings.push(Warning::new(
+                "QUERY_TRANSLATED",
+                format!(
+                    "The query is {}, the specs are mostly {}: also searched as \"{}\"",
+                    from.name(),
+                    to.name(),
+                    clip(&t, 300)
+                ),
+            ));
+            Some(t)
+        }
+        Err(e) => {
+            warnings.push(Warning::new(
+                "NO_TRANSLATION",
+                format!(
+                    "The query is {}, the specs are mostly {}, and it could not be translated: {e}; cross-lingual matches rely on embeddings alone (KDD_TRANSLATE=off silences this; an agent can pass its own `translation`)",
+                    from.name(),
+                    to.name()
+                ),
+            ));
+            None
+        }
+    })
+}

@@ -1,0 +1,215 @@
+//! Ranking product contracts over the English two-domain check corpus (`fixtures/check-multi`):
+//! calibrated scores and `NO_MATCH`, cited spans (section + line range of the best evidence),
+//! and agent-side expansion (`keywords`, `hypothetical_answer`, `translation`) through the
+//! library API. Indexed at L1 with the real binary; the real-model figures are in
+//! `tools/eval/cv.py`'s reports, not here.
+
+use crate::util::{copy_dir, fixture, git, git_repo, kdd, text};
+use kdd::cache::{Cache, OpenOptions};
+use kdd::query::{hybrid, Expansion, HybridRequest};
+use serde_json::Value;
+use std::path::Path;
+
+fn check_repo() -> tempfile::TempDir {
+    let dir = git_repo();
+    copy_dir(&fixture("check-multi/specs"), &dir.path().join("specs"));
+    let o = kdd(dir.path(), &["index"]);
+    assert!(o.status.success(), "{}", text(&o));
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "specs"]);
+    dir
+}
+
+/// The JSON answer (an empty answer exits 1, as every query without results does).
+fn json(dir: &Path, args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let o = kdd(dir, &a);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)))
+}
+
+fn open(dir: &Path, cache: &Path) -> Cache {
+    Cache::open_paths(&dir.join(".kdd-index"), dir, cache, &OpenOptions::default())
+        .expect("cache opens")
+}
+
+fn codes(v: &Value) -> Vec<String> {
+    v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["code"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn nonsense_query_is_no_match_at_the_default_threshold() {
+    let dir = check_repo();
+    let v = json(dir.path(), &["query", "zzzzqqqq xyzzyplugh"]);
+    assert_eq!(v["results"].as_array().unwrap().len(), 0, "{v}");
+    assert!(codes(&v).contains(&"NO_MATCH".to_string()), "{v}");
+}
+
+#[test]
+fn scores_are_calibrated_and_min_score_cuts_across_questions() {
+    let dir = check_repo();
+    let good = json(dir.path(), &["query", "deposit for large parties"]);
+    let scores: Vec<f64> = good["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["score"].as_f64().unwrap())
+        .collect();
+    assert!(
+        scores[0] >= 0.6,
+        "a question in the specs' words is confident: {good}"
+    );
+    assert!(scores.iter().all(|s| (0.0..=1.0).contains(s)), "{scores:?}");
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    // A question half made of words no spec has is less confident than one fully covered.
+    let half = json(
+        dir.path(),
+        &["query", "deposit qwertyuiop asdfghjkl", "--min-score", "0"],
+    );
+    let top = half["results"][0]["score"].as_f64().unwrap();
+    assert!(top < scores[0], "{top} vs {}", scores[0]);
+    // The threshold means the same everywhere: every kept hit clears it.
+    let cut = json(
+        dir.path(),
+        &["query", "deposit for large parties", "--min-score", "0.7"],
+    );
+    for r in cut["results"].as_array().unwrap() {
+        assert!(r["score"].as_f64().unwrap() >= 0.7, "{r}");
+    }
+}
+
+#[test]
+fn every_result_cites_the_section_and_lines_of_its_best_evidence() {
+    let dir = check_repo();
+    let v = json(dir.path(), &["query", "tables released after 15 minutes"]);
+    let results = v["results"].as_array().unwrap();
+    assert!(!results.is_empty(), "{v}");
+    for r in results {
+        let lines = r["lines"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no lines: {r}"));
+        let (a, b) = (
+            lines[0].as_u64().unwrap() as usize,
+            lines[1].as_u64().unwrap() as usize,
+        );
+        assert!(a >= 1 && a <= b, "{r}");
+        let file =
+            std::fs::read_to_string(dir.path().join(r["source_file"].as_str().unwrap())).unwrap();
+        let all: Vec<&str> = file.lines().collect();
+        assert!(b <= all.len() + 1, "{r}");
+        let section = r["section"].as_str().unwrap();
+        let heading = section.rsplit(" > ").next().unwrap();
+        assert!(
+            all[a - 1].starts_with('#') && all[a - 1].contains(heading),
+            "line {a} of {} is not the heading {heading:?}: {:?}",
+            r["source_file"],
+            all[a - 1]
+        );
+    }
+    let top = &results[0];
+    assert!(
+        top["source_file"]
+            .as_str()
+            .unwrap()
+            .ends_with("BR-002-TableRelease.md"),
+        "{v}"
+    );
+}
+
+#[test]
+fn agent_side_expansion_is_searched_and_reported() {
+    let dir = check_repo();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path(), cache_dir.path());
+    // The question alone shares no word with the reminder policy; the agent's keywords do.
+    let mut req = HybridRequest::new("what do people get before they come");
+    req.min_score = 0.0;
+    req.expansion = Expansion {
+        keywords: vec!["reminder text message".into()],
+        hypothetical_answer: Some("A reminder is sent 24 hours before the booking.".into()),
+        translation: None,
+    };
+    let r = hybrid(&cache, &req).unwrap();
+    assert_eq!(r.expanded_with, vec!["keywords", "hypothetical_answer"]);
+    assert!(
+        r.results[0].source_file.ends_with("XP-001-Reminders.md"),
+        "{:?}",
+        r.results.iter().map(|h| &h.node_id).collect::<Vec<_>>()
+    );
+    // An agent's translation replaces the machine one and is reported.
+    let mut es = HybridRequest::new("¿cuánto es la señal para grupos grandes?");
+    es.expansion.translation = Some("how much is the deposit for large parties".into());
+    let r = hybrid(&cache, &es).unwrap();
+    assert_eq!(r.expanded_with, vec!["translation"]);
+    assert!(
+        r.results[0]
+            .source_file
+            .ends_with("BR-001-LargePartyDeposit.md"),
+        "{:?}",
+        r.results.iter().map(|h| &h.node_id).collect::<Vec<_>>()
+    );
+    // Oversized expansions are refused with a clear code.
+    let mut big = HybridRequest::new("deposit");
+    big.expansion.keywords = vec!["x".into(); 21];
+    let e = hybrid(&cache, &big).unwrap_err();
+    assert_eq!(e.code(), "INVALID_EXPANSION");
+}
+
+/// Every spec file of a context answer (constraints and behaviour).
+fn context_files(v: &Value) -> Vec<String> {
+    ["constraints", "behavior"]
+        .iter()
+        .flat_map(|k| v[*k].as_array().unwrap().clone())
+        .map(|i| i["source_file"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn context_focused_on_one_domain_keeps_the_other_domain_out() {
+    let dir = check_repo();
+    // A domain-qualified short id resolves inside that domain (both domains have a BR-003).
+    let v = json(dir.path(), &["context", "--hint", "dining:BR-003"]);
+    let files = context_files(&v);
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with("BR-003-FreeCancellation.md")),
+        "{files:?}"
+    );
+    assert!(!files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
+    // A path under one domain plus a keyword both domains use: no look-alikes from the other,
+    // while the shared card-capture policy stays eligible.
+    let v = json(
+        dir.path(),
+        &[
+            "context",
+            "--hint",
+            "src/dining/reservations/cancel.py",
+            "--hint",
+            "cancellation",
+        ],
+    );
+    let files = context_files(&v);
+    assert!(!files.is_empty(), "{v}");
+    assert!(!files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
+    // Without a focus (hints in both domains) nothing is filtered.
+    let v = json(
+        dir.path(),
+        &[
+            "context",
+            "--hint",
+            "clinic:BR-001",
+            "--hint",
+            "dining:BR-001",
+        ],
+    );
+    let files = context_files(&v);
+    assert!(files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
+    assert!(files.iter().any(|f| f.contains("/dining/")), "{files:?}");
+}
