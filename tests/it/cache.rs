@@ -16,7 +16,7 @@ use std::sync::Arc;
 struct Hashed;
 
 impl QueryEmbedder for Hashed {
-    fn embed_query(&self, text: &str) -> Result<Vec<f32>, String> {
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, kdd::embed::Error> {
         Ok(kdd::embed::hashed::HashedEmbedder::vector(text))
     }
     fn model(&self) -> &str {
@@ -132,6 +132,7 @@ fn answers(c: &mut Cache) -> serde_json::Value {
                 domain: None,
                 limit: 10,
                 min_score: 0.0,
+                expansion: Default::default(),
             };
             let s = query::search(c, &req).expect("search");
             out.push(serde_json::to_value(&s).unwrap());
