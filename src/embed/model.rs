@@ -392,6 +392,7 @@ impl FastEmbedder {
                 .map(Vec::len)
                 .unwrap_or(0),
         };
+        release_free_heap();
         Ok(FastEmbedder {
             spec: spec.clone(),
             model,
@@ -454,5 +455,21 @@ impl Embedder for FastEmbedder {
         self.embed_raw(std::slice::from_ref(&text))?
             .pop()
             .ok_or_else(|| Error::Inference("no vector returned".into()))
+    }
+}
+
+/// Give the heap pages freed while loading back to the kernel.
+///
+/// Loading parses the 9 MB `tokenizer.json` and the ONNX graph through large temporary
+/// allocations; glibc keeps their freed pages resident in the main heap for the life of the
+/// process. Measured on multilingual-e5-small int8 (`kdd doctor --embed-server`, VmRSS):
+/// 721 MB after loading, 416 MB after this call, same vectors. A no-op off glibc.
+pub fn release_free_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code)]
+    // SAFETY: malloc_trim only returns free memory of glibc's own heap to the kernel; it takes
+    // no pointer and is thread-safe (it locks each arena).
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
