@@ -177,6 +177,23 @@ impl ModelSpec {
             .map(|f| self.dir.join(f))
             .find(|p| !p.is_file())
     }
+
+    /// Whether the model looks installed (its files and, for a real model, the runtime
+    /// library): the typed error that names what is missing, before anything is loaded.
+    pub fn check_installed(&self) -> Result<(), Error> {
+        if let Some(missing) = self.missing_file() {
+            return Err(Error::ModelMissing {
+                model: self.id.clone(),
+                path: missing,
+            });
+        }
+        if !self.is_test() && !self.runtime.exists() {
+            return Err(Error::RuntimeMissing {
+                path: self.runtime.clone(),
+            });
+        }
+        Ok(())
+    }
 }
 
 fn env_nonempty(name: &str) -> Option<String> {

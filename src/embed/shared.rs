@@ -71,17 +71,7 @@ impl Shared {
     fn new(source: Source) -> Result<Shared, Error> {
         // A model that is plainly not installed is reported now, not at the first query.
         if let Source::InProcess(ModelChoice::Model(spec)) | Source::Warm(spec) = &source {
-            if let Some(missing) = spec.missing_file() {
-                return Err(Error::ModelMissing {
-                    model: spec.id.clone(),
-                    path: missing,
-                });
-            }
-            if !spec.is_test() && !spec.runtime.exists() {
-                return Err(Error::RuntimeMissing {
-                    path: spec.runtime.clone(),
-                });
-            }
+            spec.check_installed()?;
         }
         let id = match &source {
             Source::InProcess(c) => c.model_id().ok_or(Error::Disabled)?,

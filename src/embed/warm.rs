@@ -356,17 +356,7 @@ pub fn connect_or_spawn(spec: &ModelSpec) -> Result<WarmClient, Error> {
         return Ok(c);
     }
     // Nothing usable answers: the model must at least look installed before we start one.
-    if let Some(missing) = spec.missing_file() {
-        return Err(Error::ModelMissing {
-            model: spec.id.clone(),
-            path: missing,
-        });
-    }
-    if !spec.is_test() && !spec.runtime.exists() {
-        return Err(Error::RuntimeMissing {
-            path: spec.runtime.clone(),
-        });
-    }
+    spec.check_installed()?;
     if let Some(dir) = socket.parent() {
         ensure_service_dir(dir)?;
     }

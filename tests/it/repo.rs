@@ -118,3 +118,46 @@ impl Repo {
         self.dir.join(rel).exists()
     }
 }
+
+/// Spawn `kdd serve` as configured in `c` (its stdout and stdin are silenced, stderr is read)
+/// and wait up to 60 s until it says where it listens: the child and its `host:port`, or the
+/// whole log when it exits first (a refused start).
+pub fn spawn_serve(mut c: Command) -> Result<(std::process::Child, String), String> {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    c.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("spawn kdd serve");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            all.push_str(&line);
+            all.push('\n');
+            if let Some(a) = line.split("listening on http://").nth(1) {
+                if let Some(t) = tx.take() {
+                    let _ = t.send(Ok(a.trim().to_string()));
+                }
+            }
+        }
+        if let Some(t) = tx.take() {
+            let _ = t.send(Err(all));
+        }
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(Ok(addr)) => Ok((child, addr)),
+        Ok(Err(log)) => {
+            let _ = child.wait();
+            Err(log)
+        }
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err("kdd serve did not start within 60 s".into())
+        }
+    }
+}

@@ -387,46 +387,12 @@ struct Server {
 impl Server {
     fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
         let mut c = command(env!("CARGO_BIN_EXE_kdd"), dir);
-        c.arg("serve")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .env_remove("KDD_TOKEN");
+        c.arg("serve").args(args).env_remove("KDD_TOKEN");
         for (k, v) in env {
             c.env(k, v);
         }
-        let mut child = c.spawn().expect("spawn kdd serve");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut tx = Some(tx);
-            let mut all = String::new();
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                all.push_str(&line);
-                all.push('\n');
-                if let Some(a) = line.split("listening on http://").nth(1) {
-                    if let Some(t) = tx.take() {
-                        let _ = t.send(Ok(a.trim().to_string()));
-                    }
-                }
-            }
-            if let Some(t) = tx.take() {
-                let _ = t.send(Err(all));
-            }
-        });
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(Ok(addr)) => Ok(Server { child, addr }),
-            Ok(Err(log)) => {
-                let _ = child.wait();
-                Err(log)
-            }
-            Err(_) => {
-                let _ = child.kill();
-                Err("kdd serve did not start".into())
-            }
-        }
+        let (child, addr) = crate::repo::spawn_serve(c)?;
+        Ok(Server { child, addr })
     }
 
     fn port(&self) -> u16 {
