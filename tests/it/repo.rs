@@ -161,3 +161,120 @@ pub fn spawn_serve(mut c: Command) -> Result<(std::process::Child, String), Stri
         }
     }
 }
+
+/// A `kdd mcp` session over stdio, the one test client: JSON-RPC requests answered one at a
+/// time, every stdout line asserted to be JSON-RPC (stdout is the protocol), answers awaited at
+/// most 60 s. The child is killed on drop.
+pub struct Mcp {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+    next: u64,
+}
+
+impl Mcp {
+    /// `kdd mcp` in `dir`, not yet initialised.
+    pub fn start(dir: &Path) -> Mcp {
+        let mut c = command(env!("CARGO_BIN_EXE_kdd"), dir);
+        c.arg("mcp");
+        Mcp::spawn(c)
+    }
+
+    /// Spawn `c` (a configured `kdd mcp` command) with piped stdin and stdout.
+    pub fn spawn(mut c: Command) -> Mcp {
+        use std::io::{BufRead, BufReader};
+        use std::process::Stdio;
+        let mut child = c
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn kdd mcp");
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Mcp {
+            child,
+            stdin,
+            lines: rx,
+            next: 1,
+        }
+    }
+
+    /// The MCP handshake (`initialize`, then `notifications/initialized`); returns the answer.
+    pub fn initialize(&mut self) -> serde_json::Value {
+        let init = self.request(
+            "initialize",
+            serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                               "clientInfo": {"name": "kdd-test", "version": "1"}}),
+        );
+        self.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        init
+    }
+
+    /// Write one JSON-RPC message.
+    pub fn send(&mut self, v: &serde_json::Value) {
+        use std::io::Write;
+        writeln!(self.stdin, "{v}").expect("write to kdd mcp");
+        self.stdin.flush().expect("flush kdd mcp");
+    }
+
+    /// Send a request and wait for the answer with its id.
+    pub fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| {
+                    panic!("no MCP answer within 60 s: {:?}", self.child.try_wait())
+                });
+            let v: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("non-JSON line on MCP stdout ({e}): {line}"));
+            assert_eq!(v["jsonrpc"], "2.0", "{line}");
+            if v["id"] == serde_json::json!(id) {
+                return v;
+            }
+        }
+    }
+
+    /// Call a tool; returns (is_error, its JSON text parsed).
+    pub fn call(&mut self, name: &str, args: serde_json::Value) -> (bool, serde_json::Value) {
+        let r = self.request(
+            "tools/call",
+            serde_json::json!({"name": name, "arguments": args}),
+        );
+        let res = &r["result"];
+        assert!(res.is_object(), "{name}: {r}");
+        let text = res["content"][0]["text"].as_str().expect("text content");
+        (
+            res["isError"].as_bool().unwrap_or(false),
+            serde_json::from_str(text).expect("JSON text"),
+        )
+    }
+
+    /// Call a tool with raw `params` JSON; the whole answer as one line of text.
+    pub fn call_raw(&mut self, params: &str) -> String {
+        let params = serde_json::from_str(params).expect("params are JSON");
+        self.request("tools/call", params).to_string()
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -2,13 +2,12 @@
 //! loopback: validation, limits, auth, timeouts) and a bare repository receiving pushes from two
 //! clones through the post-receive hook, all on real temp git repositories.
 
-use crate::repo::{bin_dir, command, text, Repo};
+use crate::repo::{bin_dir, command, text, Mcp, Repo};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Stdio};
-use std::sync::mpsc;
+use std::process::Child;
 use std::time::Duration;
 
 fn spec(kind: &str, id: &str, title: &str, body: &str) -> String {
@@ -73,85 +72,6 @@ fn indexed_repo() -> Repo {
 }
 
 // ───────────────────────────── MCP ─────────────────────────────
-
-struct Mcp {
-    child: Child,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<String>,
-    next: u64,
-}
-
-impl Mcp {
-    fn start(dir: &Path) -> Mcp {
-        let mut child = command(env!("CARGO_BIN_EXE_kdd"), dir)
-            .arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn kdd mcp");
-        let stdin = child.stdin.take().unwrap();
-        let stdout: ChildStdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Mcp {
-            child,
-            stdin,
-            lines: rx,
-            next: 1,
-        }
-    }
-
-    fn send(&mut self, v: &Value) {
-        writeln!(self.stdin, "{v}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(60))
-                .expect("MCP answer within 60 s");
-            // Nothing but JSON-RPC on stdout.
-            let v: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("non-JSON line on MCP stdout ({e}): {line}"));
-            assert_eq!(v["jsonrpc"], "2.0", "{line}");
-            if v["id"] == json!(id) {
-                return v;
-            }
-        }
-    }
-
-    /// Call a tool; returns (is_error, parsed JSON text).
-    fn call(&mut self, name: &str, args: Value) -> (bool, Value) {
-        let r = self.request("tools/call", json!({"name": name, "arguments": args}));
-        let res = &r["result"];
-        assert!(res.is_object(), "{name}: {r}");
-        let text = res["content"][0]["text"].as_str().expect("text content");
-        (
-            res["isError"].as_bool().unwrap_or(false),
-            serde_json::from_str(text).expect("JSON text"),
-        )
-    }
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[test]
 fn mcp_session_over_stdio() {
@@ -352,12 +272,7 @@ fn mcp_answers_stay_within_budget() {
     }
     index(&r);
     let mut m = Mcp::start(&r.dir);
-    m.request(
-        "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {},
-               "clientInfo": {"name": "kdd-test", "version": "1"}}),
-    );
-    m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    m.initialize();
     let mut seen = 0;
     let mut offset = json!(0);
     let mut pages = 0;

@@ -7,9 +7,9 @@
 
 mod support;
 
-use crate::repo::{bin_dir, command, text, Repo};
+use crate::repo::{bin_dir, command, text, Mcp, Repo};
 use std::path::Path;
-use support::{bounded, bounded_env, kdd_bin, Bounded, Mcp};
+use support::{bounded, bounded_env, kdd_bin, Bounded};
 
 /// Unique text of the foreign file (outside the repository).
 const MARKER: &str = "zqxforeignmarker";
@@ -127,9 +127,11 @@ fn committed_symlinks_are_never_followed() {
     readers_stay_clean(&clone);
     // MCP kdd_read of the linked path is refused, never read.
     let mut m = Mcp::start(&r.dir);
-    let read = m.call(r#"{"name":"kdd_read","arguments":{"path":"01-domain/entities/Notes.md"}}"#);
+    m.initialize();
+    let read =
+        m.call_raw(r#"{"name":"kdd_read","arguments":{"path":"01-domain/entities/Notes.md"}}"#);
     assert!(!read.contains(MARKER), "{read}");
-    let read = m.call(r#"{"name":"kdd_read","arguments":{"node":"Notes"}}"#);
+    let read = m.call_raw(r#"{"name":"kdd_read","arguments":{"node":"Notes"}}"#);
     assert!(!read.contains(MARKER), "{read}");
 }
 
@@ -179,14 +181,15 @@ fn crafted_artifact_paths_are_never_read() {
     assert!(log.contains("kdd: refs/heads/main"), "{log}");
     // The bare repository is queried through the server engine (MCP here).
     let mut m = Mcp::start(&bare);
-    let q = m.call(
+    m.initialize();
+    let q = m.call_raw(
         r#"{"name":"kdd_query","arguments":{"query":"root daemon nologin zqxforeignmarker"}}"#,
     );
     assert!(q.contains("\"result\""), "{q}");
     assert!(!q.contains(MARKER) && !q.contains("nologin:"), "{q}");
     for id in ["Abs", "Up", "Pw", "Dots", "Pedido"] {
         let call = format!(r#"{{"name":"kdd_read","arguments":{{"node":"{id}"}}}}"#);
-        let read = m.call(&call);
+        let read = m.call_raw(&call);
         assert!(
             !read.contains(MARKER) && !read.contains("nologin"),
             "{read}"

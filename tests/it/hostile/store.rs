@@ -4,7 +4,7 @@
 //! answer exactly as before (rebuilding into a fresh generation, saying so), `doctor` must tell
 //! the truth and `--fix` rebuild, and `kdd mcp` / `kdd serve` must recover by themselves.
 
-use crate::repo::{command, text, Repo};
+use crate::repo::{command, text, Mcp, Repo};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -311,84 +311,31 @@ fn a_generation_without_its_marker_is_rebuilt() {
     assert!(gen.join("complete").is_file());
 }
 
-/// `kdd mcp` on a repository; answers one tool call at a time.
-struct Mcp {
-    child: Child,
-    out: BufReader<std::process::ChildStdout>,
-    next: u64,
+/// `kdd mcp` on a repository with the deterministic test embedder, initialised.
+fn mcp(r: &Repo) -> Mcp {
+    let mut c = command(env!("CARGO_BIN_EXE_kdd"), &r.dir);
+    c.env_remove("KDD_NO_EMBED")
+        .env("KDD_TEST_EMBEDDER", "1")
+        .env("KDD_EMBED_WARM", "0")
+        .arg("mcp");
+    let mut m = Mcp::spawn(c);
+    m.initialize();
+    m
 }
 
-impl Mcp {
-    fn start(r: &Repo) -> Mcp {
-        let mut child = command(env!("CARGO_BIN_EXE_kdd"), &r.dir)
-            .env_remove("KDD_NO_EMBED")
-            .env("KDD_TEST_EMBEDDER", "1")
-            .env("KDD_EMBED_WARM", "0")
-            .arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn kdd mcp");
-        let out = BufReader::new(child.stdout.take().unwrap());
-        let mut m = Mcp {
-            child,
-            out,
-            next: 1,
-        };
-        m.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "kdd-test", "version": "1"}}),
-        );
-        m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        m
-    }
-
-    fn send(&mut self, v: &Value) {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        loop {
-            let mut line = String::new();
-            let n = self.out.read_line(&mut line).unwrap();
-            assert!(n > 0, "kdd mcp exited: {:?}", self.child.try_wait());
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v["id"] == json!(id) {
-                return v;
-            }
-        }
-    }
-
-    /// Ids of a `kdd_query` answer (panics on a tool error).
-    fn query_ids(&mut self) -> Vec<String> {
-        let r = self.request(
-            "tools/call",
-            json!({"name": "kdd_query", "arguments": {"query": "precio del pedido", "limit": 5}}),
-        );
-        let res = &r["result"];
-        assert_eq!(res["isError"].as_bool(), Some(false), "{r}");
-        let v: Value = serde_json::from_str(res["content"][0]["text"].as_str().unwrap()).unwrap();
-        v["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| h["node_id"].as_str().unwrap().to_string())
-            .collect()
-    }
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Ids of a `kdd_query` answer over MCP (panics on a tool error).
+fn query_ids(m: &mut Mcp) -> Vec<String> {
+    let (err, v) = m.call(
+        "kdd_query",
+        json!({"query": "precio del pedido", "limit": 5}),
+    );
+    assert!(!err, "{v}");
+    v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["node_id"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[test]
@@ -396,17 +343,17 @@ fn mcp_recovers_by_itself() {
     let r = indexed();
     answer(&r);
     truncate(&data_mdb(&r), 40_000);
-    let mut m = Mcp::start(&r);
-    let before = m.query_ids();
+    let mut m = mcp(&r);
+    let before = query_ids(&mut m);
     assert!(!before.is_empty());
     // Damaged under a running server (pages scribbled in place, the file keeps its length).
     let gen = current_gen(&r);
     let p = data_mdb(&r);
     let len = std::fs::metadata(&p).unwrap().len();
     scribble(&p, 8192, (len - 8192) as usize);
-    assert_eq!(m.query_ids(), before, "answered again after rebuilding");
+    assert_eq!(query_ids(&mut m), before, "answered again after rebuilding");
     assert_ne!(current_gen(&r), gen, "rebuilt into a fresh generation");
-    assert_eq!(m.query_ids(), before);
+    assert_eq!(query_ids(&mut m), before);
 }
 
 /// A child process killed and reaped on drop.
