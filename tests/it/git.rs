@@ -461,13 +461,7 @@ fn rebase_cherry_pick_revert_stay_consistent() {
 #[test]
 fn fresh_clone_without_driver_then_resolve() {
     let r = installed();
-    let clone_dir = r.tmp.path().join("clone");
-    r.git(&[
-        "clone",
-        "-q",
-        r.dir.to_str().unwrap(),
-        clone_dir.to_str().unwrap(),
-    ]);
+    let clone_dir = r.clone_to("clone");
     let c = r.at(clone_dir);
     c.git(&["config", "user.name", "kdd test"]);
     c.git(&["config", "user.email", "test@kdd.invalid"]);
@@ -1056,13 +1050,7 @@ fn doctor_checks_and_verify_in_bare_repo() {
         .iter()
         .any(|(p, _)| p == ".kdd-index/nodes/entity/Pedido.json"));
     // A clone has no driver configured: doctor says so.
-    let clone = r.tmp.path().join("clone");
-    r.git(&[
-        "clone",
-        "-q",
-        r.dir.to_str().unwrap(),
-        clone.to_str().unwrap(),
-    ]);
+    let clone = r.clone_to("clone");
     let settings = kdd::config::Settings::discover(&clone, None).unwrap();
     let checks = kdd::git::doctor_checks(&settings);
     assert!(

@@ -1,20 +1,14 @@
 //! Retrieval: the cache (freshness, incremental update, corruption, concurrent readers) and
 //! every query command over the demo corpus, through the real binary and the library API.
 
-use crate::util::{copy_dir, fixture, git, git_repo, kdd, kdd_env, text};
+use crate::util::{copy_dir, fixture, git_repo, kdd, kdd_env, text};
 use kdd::cache::{Cache, OpenOptions};
 use serde_json::Value;
 use std::path::Path;
 
 /// A temp repo holding the demo specs, indexed (L1) and committed.
 fn demo_repo() -> tempfile::TempDir {
-    let dir = git_repo();
-    copy_dir(&fixture("demo/specs"), &dir.path().join("specs"));
-    let o = kdd(dir.path(), &["index"]);
-    assert!(o.status.success(), "{}", text(&o));
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "-qm", "specs"]);
-    dir
+    crate::util::indexed_fixture_repo("demo")
 }
 
 fn json(dir: &Path, args: &[&str]) -> Value {

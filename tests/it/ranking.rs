@@ -4,20 +4,14 @@
 //! library API. Indexed at L1 with the real binary; the real-model figures are in
 //! `tools/eval/cv.py`'s reports, not here.
 
-use crate::util::{copy_dir, fixture, git, git_repo, kdd, text};
+use crate::util::{kdd, text};
 use kdd::cache::{Cache, OpenOptions};
 use kdd::query::{hybrid, Expansion, HybridRequest};
 use serde_json::Value;
 use std::path::Path;
 
 fn check_repo() -> tempfile::TempDir {
-    let dir = git_repo();
-    copy_dir(&fixture("check-multi/specs"), &dir.path().join("specs"));
-    let o = kdd(dir.path(), &["index"]);
-    assert!(o.status.success(), "{}", text(&o));
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "-qm", "specs"]);
-    dir
+    crate::util::indexed_fixture_repo("check-multi")
 }
 
 /// The JSON answer (an empty answer exits 1, as every query without results does).

@@ -77,6 +77,18 @@ impl Repo {
         }
     }
 
+    /// `git clone` this repository into `<tmp>/name`; the clone's path.
+    pub fn clone_to(&self, name: &str) -> PathBuf {
+        let dest = self.tmp.path().join(name);
+        self.git(&[
+            "clone",
+            "-q",
+            self.dir.to_str().expect("utf-8 path"),
+            dest.to_str().expect("utf-8 path"),
+        ]);
+        dest
+    }
+
     /// Run git; panic with its output on failure; return stdout.
     pub fn git(&self, args: &[&str]) -> String {
         let o = self.git_out(args);

@@ -144,3 +144,17 @@ pub fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
     walk(root, root, &mut out);
     out
 }
+
+/// A temp repo holding `fixtures/<name>/specs`, indexed by `kdd index` and committed.
+pub fn indexed_fixture_repo(name: &str) -> tempfile::TempDir {
+    let dir = git_repo();
+    copy_dir(
+        &fixture(&format!("{name}/specs")),
+        &dir.path().join("specs"),
+    );
+    let o = kdd(dir.path(), &["index"]);
+    assert!(o.status.success(), "{}", text(&o));
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "specs"]);
+    dir
+}

@@ -117,13 +117,7 @@ fn committed_symlinks_are_never_followed() {
     );
     readers_stay_clean(&r.dir);
     // A fresh clone checks the links out again: still never read.
-    let clone = r.tmp.path().join("clone");
-    r.git(&[
-        "clone",
-        "-q",
-        r.dir.to_str().unwrap(),
-        clone.to_str().unwrap(),
-    ]);
+    let clone = r.clone_to("clone");
     readers_stay_clean(&clone);
     // MCP kdd_read of the linked path is refused, never read.
     let mut m = Mcp::start(&r.dir);
@@ -166,13 +160,7 @@ fn crafted_artifact_paths_are_never_read() {
     readers_stay_clean(&r.dir);
     let s = bounded(&r.dir, &kdd_bin(), &["status"]);
     assert!(s.all().contains("invalid source_file"), "{}", s.all());
-    let clone = r.tmp.path().join("clone");
-    r.git(&[
-        "clone",
-        "-q",
-        r.dir.to_str().unwrap(),
-        clone.to_str().unwrap(),
-    ]);
+    let clone = r.clone_to("clone");
     readers_stay_clean(&clone);
     // A bare server repository after post-receive (the mirror is built from the tree).
     let bare = r.tmp.path().join("server.git");
@@ -223,13 +211,7 @@ fn committed_artifact_symlinks_are_never_followed() {
         .unwrap();
     assert!(o.status.success(), "{:?}", text(&o));
     readers_stay_clean(&r.dir);
-    let clone = r.tmp.path().join("clone");
-    r.git(&[
-        "clone",
-        "-q",
-        r.dir.to_str().unwrap(),
-        clone.to_str().unwrap(),
-    ]);
+    let clone = r.clone_to("clone");
     readers_stay_clean(&clone);
     // The next commit through the hook replaces the links with real artifacts.
     r.write(
