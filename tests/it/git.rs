@@ -362,7 +362,6 @@ fn merge_ok(r: &Repo, branch: &str) {
 #[test]
 fn scn_merge_index_001_two_branches_union_without_duplicates() {
     let r = installed();
-    r.git(&["config", "kdd.healCommit", "true"]);
     r.git(&["checkout", "-q", "-b", "dev-a"]);
     r.write("specs/01-domain/entities/Reto.md", &entity("Reto", "a"));
     r.write(
@@ -392,7 +391,6 @@ fn scn_merge_index_001_two_branches_union_without_duplicates() {
 #[test]
 fn both_sides_edit_same_spec_driver_then_heal() {
     let r = installed();
-    r.git(&["config", "kdd.healCommit", "true"]);
     let p = "specs/01-domain/entities/Pedido.md";
     r.git(&["checkout", "-q", "-b", "other"]);
     r.write(
@@ -412,6 +410,12 @@ fn both_sides_edit_same_spec_driver_then_heal() {
     merge_ok(&r, "other");
     verify(&r, "HEAD");
     assert_eq!(r.git(&["status", "--porcelain"]), "");
+    // Default settings: the merge commit itself carries the healed node (no extra commit).
+    let parents = r.git(&["rev-list", "--parents", "-n1", "HEAD"]);
+    assert_eq!(parents.split_whitespace().count(), 3, "{parents}");
+    assert!(r
+        .git(&["log", "-1", "--format=%s"])
+        .starts_with("Merge branch"));
     let merged = r.read(p);
     assert!(merged.contains("a-theirs") && merged.contains("b-ours"));
     assert!(!r
@@ -422,7 +426,6 @@ fn both_sides_edit_same_spec_driver_then_heal() {
 #[test]
 fn rebase_cherry_pick_revert_stay_consistent() {
     let r = installed();
-    r.git(&["config", "kdd.healCommit", "true"]);
     let p = "specs/01-domain/entities/Pedido.md";
     r.git(&["checkout", "-q", "-b", "topic"]);
     r.write(p, &spec("Pedido", "entity", "topic-a", "b0", &["Usuario"]));
@@ -439,6 +442,9 @@ fn rebase_cherry_pick_revert_stay_consistent() {
     assert!(o.status.success(), "{:?}", text(&o));
     verify(&r, "HEAD");
     assert_eq!(r.git(&["status", "--porcelain"]), "");
+    // The rebased tip was amended, not followed by a kdd commit.
+    assert_eq!(r.git(&["log", "-1", "--format=%s"]).trim(), "topic add");
+    assert_eq!(r.git(&["rev-list", "--count", "main..HEAD"]).trim(), "2");
     // Cherry-pick a spec edit onto main.
     r.git(&["checkout", "-q", "main"]);
     r.git(&["checkout", "-q", "-b", "pick"]);
@@ -456,6 +462,35 @@ fn rebase_cherry_pick_revert_stay_consistent() {
     assert!(o.status.success(), "{:?}", text(&o));
     verify(&r, "HEAD");
     assert_eq!(r.git(&["status", "--porcelain"]), "");
+}
+
+#[test]
+fn heal_commit_modes_follow_up_and_stage() {
+    let p = "specs/01-domain/entities/Pedido.md";
+    for mode in ["commit", "stage"] {
+        let r = installed();
+        r.git(&["config", "kdd.healCommit", mode]);
+        r.git(&["checkout", "-q", "-b", "other"]);
+        r.write(p, &spec("Pedido", "entity", "a-theirs", "b0", &["Usuario"]));
+        r.git(&["commit", "-q", "-a", "-m", "theirs"]);
+        r.git(&["checkout", "-q", "main"]);
+        r.write(p, &spec("Pedido", "entity", "a0", "b-ours", &["Usuario"]));
+        r.git(&["commit", "-q", "-a", "-m", "ours"]);
+        merge_ok(&r, "other");
+        let status = r.git(&["status", "--porcelain"]);
+        if mode == "commit" {
+            assert_eq!(status, "", "{mode}");
+            assert!(r
+                .git(&["log", "-1", "--format=%s"])
+                .starts_with("kdd: re-derive"));
+            verify(&r, "HEAD");
+        } else {
+            assert!(
+                status.contains(".kdd-index/nodes/entity/Pedido.json"),
+                "{status}"
+            );
+        }
+    }
 }
 
 #[test]

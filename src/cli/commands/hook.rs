@@ -87,8 +87,13 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     ) {
         Ok(report) => {
             print_report(&report, &args.name);
-            if let Some(ev) = event {
-                follow_up_commit(&settings, &report, ev);
+            match event {
+                // A branch switch makes no commit of its own: only an explicit
+                // `kdd.healCommit=commit` adds one.
+                Some("checkout") if settle_mode(&settings) != Settle::FollowUp => {}
+                Some("merge") if args.args.first().map(String::as_str) == Some("1") => {}
+                Some(ev) => settle(&settings, &report, ev),
+                None => {}
             }
         }
         Err(e) => output::warn(&format!(
@@ -123,62 +128,69 @@ fn print_report(r: &Report, name: &str) {
     }
 }
 
-/// With `git config kdd.healCommit true`, commit what a post-merge/rewrite heal staged.
-fn follow_up_commit(settings: &Settings, r: &Report, event: &str) {
+/// How a post-merge/rewrite/commit heal ends (`git config kdd.healCommit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settle {
+    /// Default (`amend`): amend the commit the operation just made when it is on the current
+    /// branch only (merge commit, rebased tip, picked commit); otherwise a follow-up commit.
+    Amend,
+    /// `commit` / `true`: always a follow-up commit.
+    FollowUp,
+    /// `stage` / `false`: leave the healed paths staged.
+    Stage,
+}
+
+fn settle_mode(settings: &Settings) -> Settle {
+    match crate::git::config_get(&settings.repo_root, "kdd.healCommit").as_deref() {
+        Some("commit" | "true" | "yes" | "1" | "on") => Settle::FollowUp,
+        Some("stage" | "false" | "no" | "0" | "off") => Settle::Stage,
+        _ => Settle::Amend,
+    }
+}
+
+/// Commit what a post-merge/rewrite/commit heal staged, so the operation ends with a clean
+/// status and an index that verifies at `HEAD` (see `git::commit`). Squash merges and
+/// post-checkout only stage: their next commit runs pre-commit.
+fn settle(settings: &Settings, r: &Report, event: &str) {
     let staged = r.staged();
     if staged.is_empty() {
         return;
     }
-    let on = crate::git::config_get(&settings.repo_root, "kdd.healCommit")
-        .is_some_and(|v| matches!(v.as_str(), "true" | "yes" | "1" | "on"));
-    if !on {
-        output::info("kdd: the healed .kdd-index/ paths are staged; commit them (or set kdd.healCommit=true)");
+    let mode = settle_mode(settings);
+    if mode == Settle::Stage {
+        output::info(
+            "kdd: the healed .kdd-index/ paths are staged; commit them (kdd.healCommit=stage)",
+        );
         return;
     }
-    // Plumbing, not `git commit`: git may still consider the merge in progress while
-    // post-merge runs. Only when the index holds nothing but what this heal staged.
     let dir = &settings.repo_root;
+    let reason = format!("re-derive .kdd-index/ after {event}");
     let run = || -> Result<(), crate::git::Error> {
-        let cached = crate::git::git(dir, &["diff", "--cached", "--name-only", "--no-renames"])?;
-        if cached.lines().any(|p| !staged.iter().any(|s| s == p)) {
+        if !crate::git::only_staged(dir, &staged)? {
             output::info(
                 "kdd: other changes are staged; commit the healed .kdd-index/ paths yourself",
             );
             return Ok(());
         }
-        let tree = crate::git::git(dir, &["write-tree"])?;
-        let head = crate::git::git(dir, &["rev-parse", "HEAD"])?;
-        let msg = format!("kdd: re-derive .kdd-index/ after {event}");
-        let commit = crate::git::git(
-            dir,
-            &[
-                "commit-tree",
-                tree.trim(),
-                "-p",
-                head.trim(),
-                "-m",
-                msg.as_str(),
-            ],
-        )?;
-        crate::git::git(
-            dir,
-            &[
-                "update-ref",
-                "-m",
-                msg.as_str(),
-                "HEAD",
-                commit.trim(),
-                head.trim(),
-            ],
-        )?;
-        output::info(&format!(
-            "kdd: committed the healed index as {}",
-            &commit.trim()[..12.min(commit.trim().len())]
-        ));
+        if mode == Settle::Amend && crate::git::head_is_local(dir)? {
+            let id = crate::git::amend_head(dir, &reason)?;
+            output::info(&format!(
+                "kdd: the {event} commit now carries the healed index ({})",
+                &id[..12.min(id.len())]
+            ));
+        } else {
+            let id = crate::git::commit_on_head(dir, &format!("kdd: {reason}"))?;
+            output::info(&format!(
+                "kdd: committed the healed index as {}",
+                &id[..12.min(id.len())]
+            ));
+        }
         Ok(())
     };
     if let Err(e) = run() {
-        output::warn(&format!("kdd: follow-up commit failed: {e}"));
+        output::warn(&format!(
+            "kdd: could not commit the healed index ({e}); the paths stay staged"
+        ));
     }
 }
 
