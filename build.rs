@@ -7,6 +7,7 @@
 //!   `models/<KDD_MODEL or multilingual-e5-small-int8>/model.onnx`) together with the ONNX
 //!   Runtime library (`ORT_DYLIB_PATH`, else `lib/libonnxruntime.so*` there).
 //! - `kdd_shared`: `../shared/corpus` (or `../../shared/corpus` for a git worktree) exists.
+//! - `kdd_hook_managers`: `lefthook` and `husky` (npm packages) are on `PATH`.
 //!
 //! Invariants: the script only reads (never writes outside `OUT_DIR`), and it re-runs when the
 //! environment variables above change or when the watched paths appear or change. A missing
@@ -76,10 +77,21 @@ fn shared() -> bool {
     candidates.iter().any(|c| c.is_dir())
 }
 
+fn on_path(name: &str) -> bool {
+    let Some(path) = env_nonempty("PATH") else {
+        return false;
+    };
+    std::env::split_paths(&path).any(|d| d.join(name).is_file())
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo::rustc-check-cfg=cfg(kdd_real_model)");
     println!("cargo::rustc-check-cfg=cfg(kdd_shared)");
+    println!("cargo::rustc-check-cfg=cfg(kdd_hook_managers)");
+    if on_path("lefthook") && on_path("husky") {
+        println!("cargo:rustc-cfg=kdd_hook_managers");
+    }
     if real_model() {
         println!("cargo:rustc-cfg=kdd_real_model");
     }

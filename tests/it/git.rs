@@ -1067,7 +1067,7 @@ fn randomized_merges_keep_index_equal_to_fresh_index() {
 fn doctor_checks_and_verify_in_bare_repo() {
     let r = installed();
     let settings = kdd::config::Settings::discover(&r.dir, None).unwrap();
-    let checks = kdd::git::doctor_checks(&settings);
+    let checks = kdd::cli::commands::wiring::checks(&settings);
     assert!(checks.iter().all(|c| c.ok), "{checks:?}");
     let bare = r.tmp.path().join("bare.git");
     r.git(&[
@@ -1087,7 +1087,7 @@ fn doctor_checks_and_verify_in_bare_repo() {
     // A clone has no driver configured: doctor says so.
     let clone = r.clone_to("clone");
     let settings = kdd::config::Settings::discover(&clone, None).unwrap();
-    let checks = kdd::git::doctor_checks(&settings);
+    let checks = kdd::cli::commands::wiring::checks(&settings);
     assert!(
         checks.iter().any(|c| c.name == "merge-driver" && !c.ok),
         "{checks:?}"
@@ -1109,7 +1109,7 @@ fn doctor_checks_and_verify_in_bare_repo() {
     for name in ["merge-driver", "gitattributes", "pre-commit-hook"] {
         assert!(!warned(&v, name), "{name} still broken after --fix: {v}");
     }
-    let checks = kdd::git::doctor_checks(&settings);
+    let checks = kdd::cli::commands::wiring::checks(&settings);
     assert!(checks.iter().all(|c| c.ok), "{checks:?}");
 }
 

@@ -16,3 +16,4 @@ mod ranking;
 mod repo;
 mod serve;
 mod util;
+mod wiring;

@@ -158,12 +158,12 @@ fn translator_check() -> Check {
 }
 
 /// Git integration (merge driver, attributes, hooks, conflicts under `.kdd-index/`), from
-/// [`crate::git::doctor_checks`].
+/// [`super::wiring::checks`].
 fn git_checks(global: &GlobalArgs, checks: &mut Vec<Check>) {
     let Ok(settings) = global.settings() else {
         return;
     };
-    for c in crate::git::doctor_checks(&settings) {
+    for c in super::wiring::checks(&settings) {
         let check = if c.ok {
             Check::new(c.name, Status::Ok, c.message)
         } else {
@@ -173,24 +173,42 @@ fn git_checks(global: &GlobalArgs, checks: &mut Vec<Check>) {
     }
 }
 
-/// `--fix`: run `kdd install` when any git integration check fails.
+/// `--fix`: run `kdd install` when any git integration check fails, then check again and say
+/// what was repaired and what still is not (never a repair it did not make).
 fn fix_git(global: &GlobalArgs) -> anyhow::Result<()> {
     let settings = global.settings()?;
-    let broken: Vec<String> = crate::git::doctor_checks(&settings)
-        .into_iter()
-        .filter(|c| !c.ok && c.name != "index-conflicts")
-        .map(|c| c.name)
-        .collect();
-    if broken.is_empty() {
+    let broken = |settings| -> Vec<String> {
+        super::wiring::checks(settings)
+            .into_iter()
+            .filter(|c| !c.ok && c.name != "index-conflicts")
+            .map(|c| c.name)
+            .collect()
+    };
+    let before = broken(&settings);
+    if before.is_empty() {
         return Ok(());
     }
-    output::info(&format!("doctor --fix: repairing {}", broken.join(", ")));
-    let args = super::install::Args {
-        local: false,
-        no_hooks: false,
-    };
-    for line in super::install::install(&settings, &args)? {
+    output::info(&format!("doctor --fix: repairing {}", before.join(", ")));
+    for line in super::install::install(&settings, &super::install::Args::default())? {
         output::info(&line);
+    }
+    let after = broken(&settings);
+    let fixed: Vec<&String> = before.iter().filter(|b| !after.contains(b)).collect();
+    if !fixed.is_empty() {
+        output::info(&format!(
+            "doctor --fix: repaired {}",
+            fixed
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if !after.is_empty() {
+        output::warn(&format!(
+            "doctor --fix: still not repaired: {} (see the messages above)",
+            after.join(", ")
+        ));
     }
     Ok(())
 }

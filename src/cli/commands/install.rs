@@ -4,7 +4,8 @@
 //! - `.kdd-index/** merge=kdd` in `.gitattributes` (or `.git/info/attributes` with `--local`);
 //! - hook shims (`pre-commit`, `post-commit`, `post-merge`, `post-checkout`, `post-rewrite`) in the hooks
 //!   directory git uses, chaining an existing foreign hook (kept as `<hook>.pre-kdd`) instead of
-//!   overwriting it. With husky or lefthook the snippet to add is printed instead.
+//!   overwriting it. When lefthook or husky owns the hooks (or with `--lefthook` / `--husky`)
+//!   kdd's hooks are added to their configuration instead ([`super::wiring`]).
 
 use crate::cli::commands::gitattributes::LINES;
 use crate::cli::{output, ExitStatus, GlobalArgs};
@@ -24,7 +25,7 @@ pub const HOOKS: [&str; 5] = [
 ];
 
 /// Arguments of `kdd install`.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct Args {
     /// Write the attributes to `.git/info/attributes` (local, untracked) instead of `.gitattributes`.
     #[arg(long)]
@@ -32,6 +33,13 @@ pub struct Args {
     /// Only configure the merge driver and attributes; do not touch hooks.
     #[arg(long)]
     pub no_hooks: bool,
+    /// Add kdd's hooks to lefthook's configuration (a new `lefthook.yml`, or
+    /// `.lefthook-kdd.yml` that the existing one `extends`), then `lefthook install`.
+    #[arg(long, conflicts_with_all = ["husky", "no_hooks"])]
+    pub lefthook: bool,
+    /// Add kdd's hooks to husky's `.husky/<hook>` files.
+    #[arg(long, conflicts_with = "no_hooks")]
+    pub husky: bool,
 }
 
 /// Run the subcommand.
@@ -97,21 +105,17 @@ pub fn install(settings: &Settings, args: &Args) -> anyhow::Result<Vec<String>> 
     if args.no_hooks || settings.bare {
         return Ok(done);
     }
+    use super::wiring::{install_husky, install_lefthook, manager, Manager};
+    let detected = manager(settings);
+    if args.husky || matches!(detected, Manager::Husky(_)) {
+        done.extend(install_husky(settings, &HOOKS)?);
+        return Ok(done);
+    }
+    if args.lefthook || matches!(detected, Manager::Lefthook(_)) {
+        done.extend(install_lefthook(settings)?);
+        return Ok(done);
+    }
     let hooks_dir = crate::hook::hooks_dir(settings);
-    let hooks_path = crate::git::config_get(dir, "core.hooksPath").unwrap_or_default();
-    if hooks_path.contains(".husky") {
-        done.push(
-            "husky manages hooks here: add the lines from hooks/husky/<hook> to .husky/<hook>"
-                .into(),
-        );
-        return Ok(done);
-    }
-    if dir.join("lefthook.yml").exists() || dir.join("lefthook.yaml").exists() {
-        done.push(
-            "lefthook manages hooks here: merge hooks/lefthook.yml into your lefthook.yml".into(),
-        );
-        return Ok(done);
-    }
     std::fs::create_dir_all(&hooks_dir)?;
     let bin = sibling("kdd-hook").unwrap_or_else(|| PathBuf::from("kdd-hook"));
     let shim = SHIM.replace(

@@ -19,3 +19,4 @@ pub mod serve;
 pub mod status;
 pub mod verify;
 pub mod violations;
+pub mod wiring;

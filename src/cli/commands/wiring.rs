@@ -1,0 +1,369 @@
+//! How kdd is wired into a repository's git: the checks `kdd doctor` runs (merge driver,
+//! attributes, hooks, conflicts under `.kdd-index/`) and the hook-manager installs behind
+//! `kdd install --lefthook` / `--husky`.
+//!
+//! Hooks reach `kdd-hook` three ways, and [`checks`] recognises each:
+//! - plain git: kdd's shim in the hooks directory (`core.hooksPath` or `.git/hooks`);
+//! - lefthook: git's hook calls lefthook, and the lefthook configuration (its main file or a file
+//!   it `extends`) runs `kdd-hook pre-commit`;
+//! - husky (v9: `core.hooksPath = .husky/_`; v8: `.husky`): `.husky/pre-commit` runs `kdd-hook`.
+//!
+//! The snippets are compiled into the binary (`hooks/lefthook.yml`, [`husky_line`]), so nothing
+//! points at files only a source checkout has. Invariants: installs are idempotent; a file of
+//! the user's is only appended to (never rewritten) except for one `extends:` list item inserted
+//! into an existing block list; the snippets never fail a commit when `kdd-hook` is missing.
+
+use crate::config::Settings;
+use std::path::{Path, PathBuf};
+
+/// The lefthook snippet (`hooks/lefthook.yml`).
+pub const LEFTHOOK: &str = include_str!("../../../hooks/lefthook.yml");
+/// The file `kdd install --lefthook` writes when a lefthook configuration already exists; the
+/// configuration `extends` it.
+pub const LEFTHOOK_KDD: &str = ".lefthook-kdd.yml";
+/// Lefthook main configuration names, in lefthook's order.
+const LEFTHOOK_CONFIGS: [&str; 6] = [
+    "lefthook.yml",
+    ".lefthook.yml",
+    "lefthook.yaml",
+    ".lefthook.yaml",
+    ".config/lefthook.yml",
+    ".config/lefthook.yaml",
+];
+
+/// The line kdd adds to `.husky/<hook>`.
+pub fn husky_line(hook: &str) -> String {
+    format!("if command -v kdd-hook >/dev/null 2>&1; then kdd-hook {hook} \"$@\"; fi\n")
+}
+
+/// A git-integration check for `kdd doctor`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Check {
+    /// `merge-driver`, `gitattributes`, `pre-commit-hook` or `index-conflicts`.
+    pub name: String,
+    pub ok: bool,
+    /// What was found, and what to run when not ok.
+    pub message: String,
+}
+
+/// Which hook manager owns the repository's hooks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Manager {
+    /// Plain git hooks (kdd's shims).
+    Git,
+    /// lefthook, with its main configuration file.
+    Lefthook(PathBuf),
+    /// husky, with its directory (`.husky`).
+    Husky(PathBuf),
+}
+
+/// The hook manager in use: husky when `core.hooksPath` points into `.husky`, lefthook when a
+/// lefthook configuration exists, else plain git.
+pub fn manager(settings: &Settings) -> Manager {
+    let dir = &settings.repo_root;
+    if let Some(hp) = crate::git::config_get(dir, "core.hooksPath") {
+        let p = Path::new(&hp);
+        if p.components().any(|c| c.as_os_str() == ".husky") {
+            let abs = if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                dir.join(p)
+            };
+            let husky = if abs.ends_with("_") {
+                abs.parent().map(Path::to_path_buf).unwrap_or(abs)
+            } else {
+                abs
+            };
+            return Manager::Husky(husky);
+        }
+    }
+    match lefthook_config(dir) {
+        Some(c) => Manager::Lefthook(c),
+        None => Manager::Git,
+    }
+}
+
+fn lefthook_config(dir: &Path) -> Option<PathBuf> {
+    LEFTHOOK_CONFIGS
+        .iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.is_file())
+}
+
+/// The files `extends:` of a lefthook configuration lists (block or inline list).
+fn lefthook_extends(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_block = false;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("extends:") {
+            let rest = rest.trim();
+            if let Some(inner) = rest.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+                out.extend(inner.split(',').map(|s| unquote(s.trim())));
+            } else {
+                in_block = rest.is_empty();
+            }
+            continue;
+        }
+        if in_block {
+            match line.trim_start().strip_prefix("- ") {
+                Some(item) if line.starts_with(' ') || line.starts_with('-') => {
+                    out.push(unquote(item.trim()))
+                }
+                _ if line.trim().is_empty() || line.trim_start().starts_with('#') => {}
+                _ => in_block = false,
+            }
+        }
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+fn unquote(s: &str) -> String {
+    s.trim_matches(|c| c == '"' || c == '\'').to_string()
+}
+
+/// Whether lefthook's configuration (main file, `lefthook-local.yml`, extended files) runs
+/// `kdd-hook <hook>`.
+fn lefthook_runs(dir: &Path, config: &Path, hook: &str) -> bool {
+    let needle = format!("kdd-hook {hook}");
+    let mut files = vec![config.to_path_buf(), dir.join("lefthook-local.yml")];
+    if let Ok(text) = std::fs::read_to_string(config) {
+        files.extend(lefthook_extends(&text).into_iter().map(|e| dir.join(e)));
+    }
+    files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .any(|t| t.contains(&needle))
+}
+
+/// How `pre-commit` reaches `kdd-hook`: `Ok(how)` or `Err(what is missing and what to run)`.
+pub fn pre_commit_wiring(settings: &Settings) -> Result<String, String> {
+    let script = crate::hook::installed_hook_path(settings, "pre-commit")
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    match manager(settings) {
+        Manager::Husky(dir) => {
+            let file = dir.join("pre-commit");
+            let runs = std::fs::read_to_string(&file).is_ok_and(|t| t.contains("kdd-hook"));
+            if runs {
+                Ok(format!("husky: {} runs kdd-hook", file.display()))
+            } else {
+                Err(format!(
+                    "husky manages hooks but {} does not run kdd-hook; run `kdd install --husky`",
+                    file.display()
+                ))
+            }
+        }
+        Manager::Lefthook(config) if !script.contains("kdd-hook") => {
+            let runs = lefthook_runs(&settings.repo_root, &config, "pre-commit");
+            let called = script.contains("lefthook");
+            match (runs, called) {
+                (true, true) => Ok(format!("lefthook: {} runs kdd-hook", config.display())),
+                (true, false) => Err(format!(
+                    "{} runs kdd-hook but git's pre-commit hook does not call lefthook; run \
+                     `lefthook install`",
+                    config.display()
+                )),
+                (false, _) => Err(format!(
+                    "lefthook manages hooks but {} does not run kdd-hook; run `kdd install \
+                     --lefthook`",
+                    config.display()
+                )),
+            }
+        }
+        _ if script.contains("kdd-hook") => Ok("pre-commit runs kdd-hook".into()),
+        _ => Err(
+            "no pre-commit hook runs kdd-hook; run `kdd install` (`--lefthook` or \
+                  `--husky` when a hook manager owns the hooks)"
+                .into(),
+        ),
+    }
+}
+
+/// Checks `kdd doctor` runs for git integration.
+pub fn checks(settings: &Settings) -> Vec<Check> {
+    let dir = &settings.repo_root;
+    let mut checks = Vec::new();
+    let driver = crate::git::config_get(dir, "merge.kdd.driver");
+    checks.push(Check {
+        name: "merge-driver".into(),
+        ok: driver.is_some(),
+        message: match driver {
+            Some(d) => format!("merge.kdd.driver = {d}"),
+            None => "merge.kdd.driver is not configured: merges of .kdd-index/ fall back to a \
+                     text merge; run `kdd install`"
+                .into(),
+        },
+    });
+    let attr = crate::git::git(
+        dir,
+        &["check-attr", "merge", "--", ".kdd-index/manifest.json"],
+    )
+    .unwrap_or_default();
+    let attr_ok = attr.trim_end().ends_with(": kdd");
+    checks.push(Check {
+        name: "gitattributes".into(),
+        ok: attr_ok,
+        message: if attr_ok {
+            ".kdd-index/** merge=kdd".into()
+        } else {
+            "`.kdd-index/** merge=kdd` is missing from .gitattributes; run `kdd install`".into()
+        },
+    });
+    if settings.bare {
+        return checks;
+    }
+    let wiring = pre_commit_wiring(settings);
+    checks.push(Check {
+        name: "pre-commit-hook".into(),
+        ok: wiring.is_ok(),
+        message: wiring.unwrap_or_else(|e| e),
+    });
+    let markers = crate::hook::conflict_marker_files(&settings.index_dir);
+    checks.push(Check {
+        name: "index-conflicts".into(),
+        ok: markers.is_empty(),
+        message: if markers.is_empty() {
+            "no conflict markers in .kdd-index/".into()
+        } else {
+            format!(
+                "conflict markers in {}; run `kdd resolve`",
+                markers.join(", ")
+            )
+        },
+    });
+    checks
+}
+
+/// Wire kdd into lefthook: a new `lefthook.yml` holding the snippet, or (when a configuration
+/// exists and does not run kdd yet) [`LEFTHOOK_KDD`] plus an `extends:` entry for it. Then
+/// `lefthook install` when lefthook can be found. Returns what was done, one line each.
+pub fn install_lefthook(settings: &Settings) -> std::io::Result<Vec<String>> {
+    let dir = &settings.repo_root;
+    let mut done = Vec::new();
+    match lefthook_config(dir) {
+        None => {
+            let p = dir.join("lefthook.yml");
+            std::fs::write(&p, LEFTHOOK)?;
+            done.push(format!("{}: written with kdd's hooks", p.display()));
+        }
+        Some(config) if lefthook_runs(dir, &config, "pre-commit") => {
+            done.push(format!("{}: already runs kdd-hook", config.display()));
+        }
+        Some(config) => {
+            let kdd = dir.join(LEFTHOOK_KDD);
+            std::fs::write(&kdd, LEFTHOOK)?;
+            done.push(format!("{}: written with kdd's hooks", kdd.display()));
+            let text = std::fs::read_to_string(&config)?;
+            match add_extends(&text, LEFTHOOK_KDD) {
+                Some(new) => {
+                    std::fs::write(&config, new)?;
+                    done.push(format!("{}: extends {LEFTHOOK_KDD}", config.display()));
+                }
+                None => done.push(format!(
+                    "{}: add `{LEFTHOOK_KDD}` to its inline `extends:` list by hand",
+                    config.display()
+                )),
+            }
+        }
+    }
+    done.push(run_lefthook_install(dir));
+    Ok(done)
+}
+
+/// `text` with `item` added to its `extends:` block list (or a new one appended); `None` for
+/// an inline list, which is left to the user.
+fn add_extends(text: &str, item: &str) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(at) = lines.iter().position(|l| l.starts_with("extends:")) else {
+        let mut out = text.to_string();
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&format!("extends:\n  - {item}\n"));
+        return Some(out);
+    };
+    if !lines[at]["extends:".len()..].trim().is_empty() {
+        return None;
+    }
+    let indent = lines
+        .get(at + 1)
+        .map(|l| &l[..l.len() - l.trim_start().len()])
+        .filter(|i| !i.is_empty())
+        .unwrap_or("  ");
+    let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    out.insert(at + 1, format!("{indent}- {item}"));
+    Some(out.join("\n") + "\n")
+}
+
+fn run_lefthook_install(dir: &Path) -> String {
+    let local = dir.join("node_modules/.bin/lefthook");
+    let bin = if local.is_file() {
+        local
+    } else {
+        PathBuf::from("lefthook")
+    };
+    match std::process::Command::new(&bin)
+        .arg("install")
+        .current_dir(dir)
+        .output()
+    {
+        Ok(o) if o.status.success() => "lefthook install: git hooks now call lefthook".into(),
+        _ => "lefthook was not found or failed: run `lefthook install` so git calls it".into(),
+    }
+}
+
+/// Wire kdd into husky: append [`husky_line`] to `.husky/<hook>` for every hook kdd uses
+/// (creating the file when missing). Returns what was done, one line each.
+pub fn install_husky(settings: &Settings, hooks: &[&str]) -> std::io::Result<Vec<String>> {
+    let husky = match manager(settings) {
+        Manager::Husky(d) => d,
+        _ => settings.repo_root.join(".husky"),
+    };
+    std::fs::create_dir_all(&husky)?;
+    let mut done = Vec::new();
+    for hook in hooks {
+        let p = husky.join(hook);
+        let mut text = std::fs::read_to_string(&p).unwrap_or_default();
+        if text.contains("kdd-hook") {
+            done.push(format!("{}: already runs kdd-hook", p.display()));
+            continue;
+        }
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&husky_line(hook));
+        std::fs::write(&p, text)?;
+        done.push(format!("{}: runs kdd-hook {hook}", p.display()));
+    }
+    if !matches!(manager(settings), Manager::Husky(_)) {
+        done.push("git does not use .husky yet: run `npx husky` (husky init) once".into());
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extends_parsed_and_added() {
+        assert_eq!(
+            lefthook_extends("a: 1\nextends:\n  - x.yml\n  - 'y.yml'\nb: 2\n  - z\n"),
+            vec!["x.yml", "y.yml"]
+        );
+        assert_eq!(
+            lefthook_extends("extends: [a.yml, \"b.yml\"]\n"),
+            vec!["a.yml", "b.yml"]
+        );
+        assert_eq!(
+            add_extends("pre-commit:\n  x: 1", "k.yml").unwrap(),
+            "pre-commit:\n  x: 1\nextends:\n  - k.yml\n"
+        );
+        assert_eq!(
+            add_extends("extends:\n    - a.yml\nx: 1\n", "k.yml").unwrap(),
+            "extends:\n    - k.yml\n    - a.yml\nx: 1\n"
+        );
+        assert!(add_extends("extends: [a.yml]\n", "k.yml").is_none());
+    }
+}

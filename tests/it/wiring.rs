@@ -1,0 +1,128 @@
+//! Hook managers: `kdd install --lefthook` / `--husky` write kdd's hooks from the binary, and
+//! `kdd doctor` recognises kdd wired through lefthook or husky (no false "no pre-commit hook").
+//! The end-to-end commits run the real lefthook and husky (npm packages) when they are on PATH
+//! at build time, and are ignored with that reason otherwise.
+
+use crate::repo::{text, Repo};
+
+fn doctor_hook(r: &Repo) -> serde_json::Value {
+    let o = r.kdd(&["doctor", "--no-load", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor --json");
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "pre-commit-hook")
+        .cloned()
+        .expect("pre-commit-hook check")
+}
+
+const SPEC: &str = "---\nid: Pedido\nkind: entity\n---\n# Pedido\n\nUn pedido.\n";
+
+#[test]
+fn lefthook_config_is_extended_not_rewritten() {
+    let r = Repo::new();
+    r.write(
+        "lefthook.yml",
+        "pre-commit:\n  commands:\n    lint:\n      run: echo lint\n",
+    );
+    let o = r.kdd(&["install", "--lefthook"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let main = r.read("lefthook.yml");
+    assert!(
+        main.starts_with("pre-commit:\n  commands:\n    lint:\n"),
+        "{main}"
+    );
+    assert!(main.contains("extends:\n  - .lefthook-kdd.yml\n"), "{main}");
+    assert!(r.read(".lefthook-kdd.yml").contains("kdd-hook pre-commit"));
+    // No message points at files only a source checkout has.
+    let (out, err) = text(&o);
+    assert!(
+        !out.contains("hooks/") && !err.contains("hooks/lefthook"),
+        "{out}{err}"
+    );
+    // Idempotent.
+    let o = r.kdd(&["install", "--lefthook"]);
+    assert!(o.status.success());
+    assert_eq!(r.read("lefthook.yml"), main);
+    // Doctor sees kdd in lefthook's configuration and says what is left (git must call
+    // lefthook), never "no pre-commit hook runs kdd-hook".
+    let c = doctor_hook(&r);
+    let msg = c["message"].as_str().unwrap();
+    assert!(!msg.contains("no pre-commit hook"), "{c}");
+    if c["status"] != "ok" {
+        assert!(msg.contains("lefthook install"), "{c}");
+    }
+}
+
+#[test]
+fn husky_files_get_one_line_each() {
+    let r = Repo::new();
+    r.write(".husky/pre-commit", "npm test\n");
+    r.git(&["config", "core.hooksPath", ".husky/_"]);
+    let o = r.kdd(&["install"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let pre = r.read(".husky/pre-commit");
+    assert!(
+        pre.starts_with("npm test\n") && pre.contains("kdd-hook pre-commit \"$@\""),
+        "{pre}"
+    );
+    assert!(r.read(".husky/post-merge").contains("kdd-hook post-merge"));
+    assert!(r.exists(".husky/post-rewrite"));
+    let o = r.kdd(&["install", "--husky"]);
+    assert!(o.status.success());
+    assert_eq!(r.read(".husky/pre-commit"), pre, "idempotent");
+    let c = doctor_hook(&r);
+    assert_eq!(c["status"], "ok", "{c}");
+    assert!(c["message"].as_str().unwrap().contains("husky"), "{c}");
+    // doctor --fix on a husky repo missing the line repairs it and says so truthfully.
+    r.write(".husky/pre-commit", "npm test\n");
+    assert_eq!(doctor_hook(&r)["status"], "warn");
+    let o = r.kdd(&["doctor", "--no-load", "--fix"]);
+    let (_, err) = text(&o);
+    assert!(
+        err.contains("repaired") && err.contains("pre-commit-hook"),
+        "{err}"
+    );
+    assert!(!err.contains("still not repaired"), "{err}");
+    assert_eq!(doctor_hook(&r)["status"], "ok");
+}
+
+fn commit_spec_and_check(r: &Repo) {
+    r.write("specs/01-domain/entities/Pedido.md", SPEC);
+    r.git(&["add", "."]);
+    let o = r.git_out(&["commit", "-q", "-m", "spec"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let files = r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index"]);
+    assert!(
+        files.contains(".kdd-index/nodes/entity/Pedido.json"),
+        "{files}"
+    );
+    assert_eq!(doctor_hook(r)["status"], "ok", "{}", doctor_hook(r));
+    let o = r.kdd(&["verify"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+}
+
+#[test]
+#[cfg_attr(
+    not(kdd_hook_managers),
+    ignore = "needs lefthook and husky (npm packages) on PATH when the tests are built"
+)]
+fn real_lefthook_and_husky_run_kdd_hook() {
+    // lefthook: fresh repository, `kdd install --lefthook` writes lefthook.yml and runs
+    // `lefthook install`.
+    let r = Repo::new();
+    let o = r.kdd(&["install", "--lefthook"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(r.read(".git/hooks/pre-commit").contains("lefthook"));
+    commit_spec_and_check(&r);
+    // husky v9: `husky` sets core.hooksPath=.husky/_; kdd install detects it.
+    let r = Repo::new();
+    let o = crate::repo::command("husky", &r.dir)
+        .output()
+        .expect("husky");
+    assert!(o.status.success(), "{:?}", text(&o));
+    let o = r.kdd(&["install"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    commit_spec_and_check(&r);
+}
