@@ -4,7 +4,7 @@
 //! Exit codes (all binaries): 0 ok, 1 nothing found / check failed, 2 error.
 
 pub mod commands;
-pub mod output;
+pub use crate::report as output;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -52,10 +52,25 @@ impl GlobalArgs {
             Some(p) => p.clone(),
             None => std::env::current_dir()?,
         };
-        Ok(crate::config::Settings::discover(
-            &start,
-            self.specs.as_deref(),
-        )?)
+        let settings = crate::config::Settings::discover(&start, self.specs.as_deref())?;
+        // A specs root named on the command line or in KDD_SPECS must exist: a typo would
+        // otherwise index, verify or report an empty tree.
+        let named = self.specs.is_some()
+            || std::env::var(crate::config::env::SPECS).is_ok_and(|s| !s.is_empty());
+        if named && !settings.bare && !settings.specs_dir().is_dir() {
+            anyhow::bail!(
+                "specs directory `{}` does not exist in {} (from {}); pass an existing \
+                 directory relative to the repository root",
+                settings.specs_root,
+                settings.repo_root.display(),
+                if self.specs.is_some() {
+                    "--specs"
+                } else {
+                    "KDD_SPECS"
+                }
+            );
+        }
+        Ok(settings)
     }
 }
 
@@ -113,9 +128,52 @@ pub enum Command {
 }
 
 /// Entry point of the `kdd` binary.
+///
+/// With `--json` anywhere on the command line every error is a JSON object on stdout too
+/// (`{"error": {"code", "message"}}`; `USAGE` for a command line clap rejects, `ERROR` for any
+/// other failure), so scripts never have to parse prose.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    finish(dispatch(&cli))
+    let json = std::env::args_os().any(|a| a == "--json");
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return usage_error(e, json),
+    };
+    let r = dispatch(&cli);
+    if cli.global.json {
+        if let Err(e) = &r {
+            if !is_broken_pipe(e) {
+                let _ = json_error("ERROR", &format!("{e:#}"));
+            }
+        }
+    }
+    finish(r)
+}
+
+fn json_error(code: &str, message: &str) -> std::io::Result<()> {
+    output::json(&serde_json::json!({"error": {"code": code, "message": message}}))
+}
+
+/// A command line clap rejects: its text on stderr as usual (and JSON on stdout with
+/// `--json`); `--help` / `--version` print normally.
+fn usage_error(e: clap::Error, json: bool) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+        || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand && !json
+    {
+        e.exit();
+    }
+    if json {
+        let text = e.to_string();
+        let head = text.split("\n\nUsage:").next().unwrap_or(&text);
+        let first = head
+            .trim_start_matches("error: ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let _ = json_error("USAGE", &format!("{first} (see `kdd --help`)"));
+    }
+    let _ = e.print();
+    ExitStatus::Error.into()
 }
 
 fn dispatch(cli: &Cli) -> anyhow::Result<ExitStatus> {

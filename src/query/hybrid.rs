@@ -58,8 +58,8 @@ pub fn edge_weight(t: &str) -> f32 {
 }
 
 fn validate(query: &str, limit: usize, min_score: f32) -> Result<(), Error> {
-    if super::too_short(query) {
-        return Err(Error::QueryTooShort);
+    if let Some(e) = super::check_text(query) {
+        return Err(e);
     }
     if !(1..=100).contains(&limit) {
         return Err(Error::invalid(

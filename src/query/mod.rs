@@ -29,6 +29,18 @@ pub use util::resolve_node;
 
 use crate::cache::Cache;
 
+/// The error for a query text that is too short: [`Error::QueryMissing`] when it is empty or
+/// blank, [`Error::QueryTooShort`] when it has 1–2 letters or digits; `None` when it is usable.
+pub fn check_text(query: &str) -> Option<Error> {
+    if query.trim().is_empty() {
+        Some(Error::QueryMissing)
+    } else if too_short(query) {
+        Some(Error::QueryTooShort)
+    } else {
+        None
+    }
+}
+
 /// True when a query has fewer than 3 letters or digits (`QUERY_TOO_SHORT`): punctuation
 /// alone carries nothing to match, and would only return the embedding's nearest noise.
 pub fn too_short(query: &str) -> bool {
@@ -40,6 +52,10 @@ pub fn too_short(query: &str) -> bool {
 pub enum Error {
     #[error("QUERY_TOO_SHORT: query text must have at least 3 letters or digits")]
     QueryTooShort,
+    #[error(
+        "QUERY_MISSING: no query text was given (e.g. `kdd query \"how are refunds issued?\"`)"
+    )]
+    QueryMissing,
     #[error("INDEX_UNAVAILABLE: {0}")]
     IndexUnavailable(String),
     #[error("NODE_NOT_FOUND: node not found: {0} (try a full id like `Entity:Pedido`, a short id like `UC-004`, a file stem or a path)")]
@@ -75,6 +91,7 @@ impl Error {
     pub fn code(&self) -> &'static str {
         match self {
             Error::QueryTooShort => "QUERY_TOO_SHORT",
+            Error::QueryMissing => "QUERY_MISSING",
             Error::IndexUnavailable(_) | Error::Cache(_) => "INDEX_UNAVAILABLE",
             Error::NodeNotFound(_) => "NODE_NOT_FOUND",
             Error::Ambiguous { .. } => "AMBIGUOUS_NODE",

@@ -181,6 +181,12 @@ fn int_in(name: &str, v: Option<i64>, default: i64, lo: i64, hi: i64, code: &str
 
 fn query_text(q: &Option<String>) -> R<String> {
     let q = q.as_deref().unwrap_or("").trim();
+    if q.is_empty() {
+        return Err(ApiError::bad(
+            "QUERY_MISSING",
+            "`query` is required: the question or keywords to search for",
+        ));
+    }
     if query::too_short(q) {
         return Err(ApiError::bad(
             "QUERY_TOO_SHORT",

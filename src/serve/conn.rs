@@ -15,6 +15,9 @@
 //!   the same way. So idle sockets, however many, never stop `/health`.
 //! - **Request deadline**: a request, body read included, is answered within
 //!   [`Limits::request_timeout`] (408 past it) so a slow body cannot hold a slot forever.
+//! - **Request line**: a connection's first request line longer than [`MAX_REQUEST_LINE`] is
+//!   answered `414` with a JSON body by us (hyper's own 414, past 64 KiB, has none); later
+//!   requests on the connection are held to the same bound by the router.
 //! - Shutdown stops accepting, lets requests in flight finish, and closes idle connections.
 
 use axum::body::Body;
@@ -154,6 +157,99 @@ fn request_timeout_response() -> axum::response::Response {
     r
 }
 
+/// Longest request line (method, target, version) accepted, in bytes.
+pub const MAX_REQUEST_LINE: usize = 8 * 1024;
+
+/// The `414` answer for a request line over [`MAX_REQUEST_LINE`].
+pub fn uri_too_long_body() -> String {
+    format!(
+        r#"{{"error":{{"code":"URI_TOO_LONG","message":"the request line is longer than {MAX_REQUEST_LINE} bytes; send long queries as a POST body","status":414}}}}"#
+    )
+}
+
+/// A stream that first replays bytes already read from it.
+struct Rewind {
+    prefix: Vec<u8>,
+    pos: usize,
+    inner: tokio::net::TcpStream,
+}
+
+impl tokio::io::AsyncRead for Rewind {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if this.pos < this.prefix.len() {
+            let n = buf.remaining().min(this.prefix.len() - this.pos);
+            buf.put_slice(&this.prefix[this.pos..this.pos + n]);
+            this.pos += n;
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Rewind {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// Read until the end of the first request line. `Ok(Some(bytes read))` when it fits in
+/// [`MAX_REQUEST_LINE`], `Ok(None)` when it does not (or the peer closed first).
+async fn read_request_line(stream: &mut tokio::net::TcpStream) -> std::io::Result<Option<Vec<u8>>> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let before = buf.len();
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf[before..].iter().position(|b| *b == b'\n') {
+            return Ok((before + i <= MAX_REQUEST_LINE).then_some(buf));
+        }
+        if buf.len() > MAX_REQUEST_LINE {
+            return Ok(None);
+        }
+    }
+}
+
+async fn answer_uri_too_long(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let body = uri_too_long_body();
+    let head = format!(
+        "HTTP/1.1 414 URI Too Long\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(body.as_bytes()).await?;
+        stream.shutdown().await
+    })
+    .await;
+}
+
 /// Serve `app` on `listener` with `limits` until `shutdown` resolves.
 pub async fn serve(
     listener: TcpListener,
@@ -186,7 +282,7 @@ pub async fn serve(
                     // at the cap. Anything else (a reset before accept): wait, go on.
                     let room = out_of_descriptors(&e) && conns.evict_idlest();
                     if last_warning.is_none_or(|t: Instant| t.elapsed() > Duration::from_secs(1)) {
-                        crate::cli::output::warn(&format!("kdd serve: accept failed: {e}"));
+                        crate::report::warn(&format!("kdd serve: accept failed: {e}"));
                         last_warning = Some(Instant::now());
                     }
                     let pause = if room { 5 } else { 50 };
@@ -225,10 +321,36 @@ pub async fn serve(
                 }
             })
         };
-        let conn = builder.serve_connection(TokioIo::new(stream), svc);
-        let (conns, mut stop_rx) = (conns.clone(), stop_rx.clone());
+        let (conns, mut stop_rx, builder) = (conns.clone(), stop_rx.clone(), builder.clone());
         tokio::spawn(async move {
             let _permit = permit;
+            let mut stream = stream;
+            // The first request line, read by us so an overlong one gets a JSON 414; bounded
+            // by the idle and header timeouts, and given up on eviction or shutdown.
+            let wait = limits.header_timeout.min(limits.idle_timeout);
+            let first = tokio::select! {
+                r = tokio::time::timeout(wait, read_request_line(&mut stream)) => r.ok(),
+                _ = slot.evict.notified() => None,
+                _ = stop_rx.changed() => None,
+            };
+            let prefix = match first {
+                Some(Ok(Some(bytes))) => bytes,
+                Some(Ok(None)) => {
+                    answer_uri_too_long(stream).await;
+                    lock(&conns.open).remove(&id);
+                    return;
+                }
+                _ => {
+                    lock(&conns.open).remove(&id);
+                    return;
+                }
+            };
+            let io = Rewind {
+                prefix,
+                pos: 0,
+                inner: stream,
+            };
+            let conn = builder.serve_connection(TokioIo::new(io), svc);
             tokio::pin!(conn);
             let mut closing = false;
             loop {

@@ -188,7 +188,17 @@ async fn frame(State(st): State<AppState>, mut req: Request, next: Next) -> Resp
     req.extensions_mut().insert(Rid(rid.clone()));
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let denied = if let Some(e) = host_error(&req, st.opts.loopback) {
+    let target_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    let denied = if target_len > super::conn::MAX_REQUEST_LINE {
+        Some(ApiError::new(
+            414,
+            "URI_TOO_LONG",
+            format!(
+                "the request line is longer than {} bytes; send long queries as a POST body",
+                super::conn::MAX_REQUEST_LINE
+            ),
+        ))
+    } else if let Some(e) = host_error(&req, st.opts.loopback) {
         Some(e)
     } else if let (Some(tok), false) = (&st.opts.token, path == "/health") {
         let given = req
@@ -223,7 +233,7 @@ async fn frame(State(st): State<AppState>, mut req: Request, next: Next) -> Resp
             }
         }
     }
-    crate::cli::output::info(&format!(
+    crate::report::info(&format!(
         "[{rid}] {method} {path} {} {}us",
         resp.status().as_u16(),
         t0.elapsed().as_micros()
@@ -309,7 +319,7 @@ where
             }
             engine.with_cache(|loaded, reloaded| {
                 if reloaded {
-                    crate::cli::output::info(&format!("[{rid2}] index reloaded"));
+                    crate::report::info(&format!("[{rid2}] index reloaded"));
                 }
                 f(&loaded.cache)
             })
@@ -319,7 +329,7 @@ where
     match tokio::time::timeout(st.opts.timeout, task).await {
         Ok(Ok(r)) => Ok(r),
         Ok(Err(join)) => {
-            crate::cli::output::error(&format!("[{rid}] query task failed: {join}"));
+            crate::report::error(&format!("[{rid}] query task failed: {join}"));
             Ok(Err(ApiError::internal()))
         }
         Err(_) => Err(()),
@@ -605,11 +615,11 @@ pub async fn serve(
     let t0 = Instant::now();
     let _ = tokio::task::spawn_blocking(move || {
         if let Err(e) = e2.get() {
-            crate::cli::output::warn(&format!("kdd serve: {e}"));
+            crate::report::warn(&format!("kdd serve: {e}"));
         }
     })
     .await;
-    crate::cli::output::info(&format!(
+    crate::report::info(&format!(
         "kdd serve: ready in {} ms",
         t0.elapsed().as_millis()
     ));

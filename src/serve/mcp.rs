@@ -774,7 +774,7 @@ impl ServerHandler for KddMcp {
                 ),
             )),
         };
-        crate::cli::output::info(&format!(
+        crate::report::info(&format!(
             "kdd mcp: {name} {} in {} ms",
             match &res {
                 Ok(_) => "ok".to_string(),
@@ -797,7 +797,7 @@ pub async fn serve_stdio(engine: Arc<Engine>, timeout: Duration) -> anyhow::Resu
     // Warm the cache before the first call (errors surface on the first tool call instead).
     let _ = tokio::task::spawn_blocking(move || {
         if let Err(e) = e2.get() {
-            crate::cli::output::warn(&format!("kdd mcp: {e}"));
+            crate::report::warn(&format!("kdd mcp: {e}"));
         }
     })
     .await;

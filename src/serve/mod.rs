@@ -115,7 +115,7 @@ fn preload_requested() -> bool {
 }
 
 fn log(msg: &str) {
-    crate::cli::output::info(msg);
+    crate::report::log(msg);
 }
 
 impl Engine {
@@ -206,9 +206,7 @@ impl Engine {
             Err(e) => {
                 if let Some(c) = cur {
                     // Keep answering from the last good state; the problem is logged.
-                    log(&format!(
-                        "kdd serve: refresh failed, serving the previous index: {e}"
-                    ));
+                    log(&format!("refresh failed, serving the previous index: {e}"));
                     Ok((c, false))
                 } else {
                     Err(e)
@@ -227,9 +225,7 @@ impl Engine {
         let (loaded, reloaded) = self.get()?;
         match f(&loaded, reloaded) {
             Err(e) if loaded.cache.is_damaged() => {
-                log(&format!(
-                    "kdd serve: the query cache is damaged ({e}); rebuilding it"
-                ));
+                log(&format!("the query cache is damaged ({e}); rebuilding it"));
                 drop(loaded);
                 let (loaded, _) = self.get()?;
                 f(&loaded, true)
@@ -244,13 +240,13 @@ impl Engine {
         let mut commit = None;
         if let Source::Tree(m) = &self.source {
             let repo = crate::git::open(&m.git_dir).map_err(|e| {
-                log(&format!("kdd serve: {e}"));
+                log(&format!("{e}"));
                 ApiError::unavailable()
             })?;
             let want = m
                 .ref_commit(&repo)
                 .map_err(|e| {
-                    log(&format!("kdd serve: {e}"));
+                    log(&format!("{e}"));
                     ApiError::new(
                         503,
                         "INDEX_UNAVAILABLE",
@@ -267,7 +263,7 @@ impl Engine {
                 match m.sync(None) {
                     Ok(Some(r)) => {
                         log(&format!(
-                            "kdd serve: mirrored {} at {} ({} written, {} removed, {} re-derived, {} ms)",
+                            "mirrored {} at {} ({} written, {} removed, {} re-derived, {} ms)",
                             r.rev,
                             &r.to[..12.min(r.to.len())],
                             r.written,
@@ -279,7 +275,7 @@ impl Engine {
                     }
                     Ok(None) => {}
                     Err(e) => {
-                        log(&format!("kdd serve: mirror sync failed: {e}"));
+                        log(&format!("mirror sync failed: {e}"));
                         return Err(ApiError::unavailable());
                     }
                 }
@@ -296,7 +292,7 @@ impl Engine {
         let t0 = Instant::now();
         let mut cache = Cache::open_paths(&index_dir, &repo_root, &root, &OpenOptions::default())
             .map_err(|e| {
-            log(&format!("kdd serve: cannot open the index: {e}"));
+            log(&format!("cannot open the index: {e}"));
             ApiError::from(e)
         })?;
         if cache.level() >= crate::artifact::IndexLevel::L2 {
@@ -310,7 +306,7 @@ impl Engine {
             .map(|r| (r.node.source_file.clone(), r.node.source_hash.clone()))
             .collect();
         log(&format!(
-            "kdd serve: index loaded ({} nodes, {:?}, {} ms)",
+            "index loaded ({} nodes, {:?}, {} ms)",
             all.len(),
             cache.level(),
             t0.elapsed().as_millis()
@@ -348,12 +344,12 @@ impl Engine {
             Ok(e) => {
                 if preload_requested() {
                     match e.preload() {
-                        Ok(()) => log(&format!("kdd serve: embedding model `{want}` loaded")),
-                        Err(err) => log(&format!("kdd serve: semantic search unavailable: {err}")),
+                        Ok(()) => log(&format!("embedding model `{want}` loaded")),
+                        Err(err) => log(&format!("semantic search unavailable: {err}")),
                     }
                 } else {
                     log(&format!(
-                        "kdd serve: embedding model `{want}` loads in this process on the first semantic query"
+                        "embedding model `{want}` loads in this process on the first semantic query"
                     ));
                 }
                 let e: Arc<dyn crate::embed::QueryEmbedder> = Arc::new(e);
@@ -361,7 +357,7 @@ impl Engine {
                 cache.set_embedder(e);
             }
             Err(reason) => {
-                log(&format!("kdd serve: semantic search unavailable: {reason}"));
+                log(&format!("semantic search unavailable: {reason}"));
                 cache.set_embedder_unavailable(reason.to_string());
             }
         }

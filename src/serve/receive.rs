@@ -154,12 +154,12 @@ pub fn describe(u: &RefUpdate) -> String {
 
 /// `kdd-hook post-receive`: read git's ref lines on stdin, update, report on stderr. Always
 /// succeeds (a push is never failed by the index server).
-pub fn run_hook(settings: &Settings) -> anyhow::Result<crate::cli::ExitStatus> {
+pub fn run_hook(settings: &Settings) -> anyhow::Result<()> {
     use std::io::Read;
     let mut input = String::new();
     let _ = std::io::stdin().take(1 << 20).read_to_string(&mut input);
     for u in post_receive(settings, &input) {
-        crate::cli::output::info(&describe(&u));
+        crate::report::info(&describe(&u));
     }
-    Ok(crate::cli::ExitStatus::Success)
+    Ok(())
 }

@@ -5,6 +5,7 @@
 #![allow(clippy::print_stdout)]
 
 mod cache;
+mod cli_errors;
 mod core;
 mod demo;
 mod embed;

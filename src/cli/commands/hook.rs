@@ -40,7 +40,8 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         }
     };
     if args.name == "post-receive" {
-        return crate::serve::receive::run_hook(&settings);
+        crate::serve::receive::run_hook(&settings)?;
+        return Ok(ExitStatus::Success);
     }
     if settings.bare {
         return Ok(ExitStatus::Success);

@@ -22,6 +22,7 @@ pub struct Args {
 
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
+    crate::report::set_program("kdd mcp");
     let settings = global.settings()?;
     // Freshness is checked on every call (interval zero): a re-index is picked up at once.
     let engine = Arc::new(Engine::new(settings, args.rev.as_deref(), Duration::ZERO));

@@ -193,8 +193,8 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         max_tokens: args.max_tokens,
         expansion: Default::default(),
     };
-    if query::too_short(&req.query) {
-        return fail(global, &query::Error::QueryTooShort);
+    if let Some(e) = query::check_text(&req.query) {
+        return fail(global, &e);
     }
     let cache = match open_cache(global, true) {
         Ok(c) => c,

@@ -41,6 +41,7 @@ pub struct Args {
 
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
+    crate::report::set_program("kdd serve");
     let settings = global.settings()?;
     let token = std::env::var(crate::config::env::TOKEN)
         .ok()

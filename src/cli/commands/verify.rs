@@ -165,6 +165,29 @@ fn kept_artifacts(
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     let settings = global.settings()?;
+    if !args.staged {
+        let commit = format!("{}^{{commit}}", args.rev);
+        if crate::git::git(
+            &settings.repo_root,
+            &["rev-parse", "-q", "--verify", &commit],
+        )
+        .is_err()
+        {
+            let unborn = crate::git::git(
+                &settings.repo_root,
+                &["rev-parse", "-q", "--verify", "HEAD"],
+            )
+            .is_err();
+            if unborn && args.rev == "HEAD" {
+                anyhow::bail!(
+                    "this repository has no commits yet, so there is no committed index to \
+                     verify; commit your specs and .kdd-index/ first (`kdd verify --staged` \
+                     checks the staging area)"
+                );
+            }
+            anyhow::bail!("unknown revision `{}`: not a commit here", args.rev);
+        }
+    }
     let m = check(&settings, (!args.staged).then_some(args.rev.as_str()))?;
     if global.json {
         output::json(&m)?;

@@ -1,4 +1,5 @@
-//! The only place that writes to stdout/stderr. Over MCP stdio, stdout *is* the protocol, so
+//! The only place that writes to stdout/stderr, shared by the CLI and the servers (which sit
+//! above it and never import each other for it; the CLI re-exports it as `cli::output`). Over MCP stdio, stdout *is* the protocol, so
 //! every human message goes to stderr and data goes through [`data`] / [`json`].
 //!
 //! Nothing from the repository reaches the terminal raw: messages are single lines with every
@@ -8,6 +9,24 @@
 //! the cursor, clear the screen or retitle the terminal.
 
 use std::io::Write;
+use std::sync::OnceLock;
+
+static PROGRAM: OnceLock<&'static str> = OnceLock::new();
+
+/// Name the running program for [`log`] (`kdd serve`, `kdd mcp`); first call wins.
+pub fn set_program(name: &'static str) {
+    let _ = PROGRAM.set(name);
+}
+
+/// The name set by [`set_program`], else `kdd`.
+pub fn program() -> &'static str {
+    PROGRAM.get().copied().unwrap_or("kdd")
+}
+
+/// A log line of a long-running server on stderr, prefixed with its name (`kdd mcp: …`).
+pub fn log(msg: &str) {
+    info(&format!("{}: {msg}", program()));
+}
 
 /// Write data (a result) to stdout. Errors (broken pipe) are returned to the caller.
 pub fn data(text: &str) -> std::io::Result<()> {
