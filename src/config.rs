@@ -5,6 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
+/// Name of the committed index directory at the repository root.
+pub const INDEX_DIR: &str = ".kdd-index";
+
 /// Every `KDD_*` environment variable the product reads, in one place.
 pub mod env {
     /// Specs root relative to the repository root (default `specs`).
@@ -97,7 +100,7 @@ impl Settings {
             _ => git_common_dir.join("kdd-cache"),
         };
         Ok(Settings {
-            index_dir: repo_root.join(crate::artifact::INDEX_DIR),
+            index_dir: repo_root.join(INDEX_DIR),
             repo_root,
             git_common_dir,
             bare,

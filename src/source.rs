@@ -28,9 +28,7 @@ use crate::spec::{Diagnostic, Severity};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-/// The committed index folder (`crate::artifact::INDEX_DIR`, restated here: source sits below
-/// artifact in the pipeline); never a spec.
-const INDEX_DIR: &str = ".kdd-index";
+use crate::config::INDEX_DIR;
 
 /// Files larger than this are skipped with an error (specs are small; this is a safety cap).
 pub const MAX_SPEC_BYTES: usize = 5 * 1024 * 1024;
@@ -424,7 +422,6 @@ mod tests {
             assert!(check_rel(bad, "specs").is_err(), "{bad:?}");
         }
         assert_eq!(printable("a\nb\x1b"), "a\\nb\\u001b");
-        assert_eq!(INDEX_DIR, crate::artifact::INDEX_DIR);
     }
 
     #[test]

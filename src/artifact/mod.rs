@@ -32,8 +32,8 @@ use std::path::PathBuf;
 /// Version of the committed artifact format. Bump on incompatible change.
 pub const FORMAT_VERSION: u32 = 1;
 
-/// Name of the index directory at the repository root.
-pub const INDEX_DIR: &str = ".kdd-index";
+/// Name of the index directory at the repository root (defined in `config`).
+pub use crate::config::INDEX_DIR;
 
 /// Errors reading or writing artifacts. Every variant names the file involved.
 #[derive(Debug, thiserror::Error)]

@@ -416,15 +416,7 @@ pub struct OrphansRequest {
     pub edge_types: Vec<String>,
 }
 
-/// A link whose target does not exist.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Orphan {
-    pub from_node: String,
-    /// The target as written.
-    pub to: String,
-    pub edge_type: String,
-    pub source_file: String,
-}
+pub use crate::cache::Orphan;
 
 /// `kdd orphans` response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
