@@ -25,12 +25,17 @@
 //!
 //! `--no-expand` turns off steps 4 and 5.
 
+use super::expand::{expand, smooth, Candidate, Trail, Walk};
+use super::hits::{
+    answer_confidence, best_evidence, hit_of, make_snippet, render, source_name, Budget, Found,
+    Picked,
+};
 use super::types::*;
-use super::util::{brief, clip, snippet, summary, tokens};
+use super::util::brief;
 use super::Error;
 use crate::artifact::IndexLevel;
 use crate::cache::{Cache, NodeRecord, Snapshot, TextFilter};
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Weight of the lexical signal in the fusion.
 const W_LEX: f32 = 1.0;
@@ -40,22 +45,6 @@ const W_LEX: f32 = 1.0;
 const LENDERS: usize = 20;
 /// How many top hits seed the graph expansion.
 const SEEDS: usize = 3;
-/// Bonus (times edge weight and seed score) for a direct hit also reached from a better hit.
-const GRAPH_BONUS: f32 = 0.1;
-
-/// Weight of an edge type for expansion: typed structure first, generic links last.
-pub fn edge_weight(t: &str) -> f32 {
-    match t {
-        "UC_APPLIES_RULE" | "UC_EXECUTES_CMD" => 0.9,
-        "ENTITY_RULE" | "ENTITY_POLICY" => 0.8,
-        "EMITS" | "CONSUMES" => 0.7,
-        "VALIDATES" | "REQ_TRACES_TO" | "VIEW_TRIGGERS_UC" => 0.6,
-        "DOMAIN_RELATION" | "UC_STORY" | "DECIDES_FOR" => 0.5,
-        "WIKI_LINK" | "CROSS_DOMAIN_REF" => 0.25,
-        t if t.chars().any(|c| c.is_ascii_lowercase()) => 0.5,
-        _ => 0.4,
-    }
-}
 
 fn validate(query: &str, limit: usize, min_score: f32) -> Result<(), Error> {
     if let Some(e) = super::check_text(query) {
@@ -76,13 +65,13 @@ fn validate(query: &str, limit: usize, min_score: f32) -> Result<(), Error> {
     Ok(())
 }
 
-struct Signals {
-    lex: Option<(f32, usize)>,
-    sem: Option<(f32, usize)>,
+pub(super) struct Signals {
+    pub(super) lex: Option<(f32, usize)>,
+    pub(super) sem: Option<(f32, usize)>,
     /// The best chunk's raw cosine (absolute, for calibration).
-    sem_raw: Option<f32>,
-    best_section: Option<usize>,
-    sem_text: Option<String>,
+    pub(super) sem_raw: Option<f32>,
+    pub(super) best_section: Option<usize>,
+    pub(super) sem_text: Option<String>,
 }
 
 fn filter_of(
@@ -133,73 +122,6 @@ fn semantic(
         Err(e) if cache.is_damaged() => Err(e.into()),
         Err(e) => Ok(Err(e.to_string())),
     }
-}
-
-fn hit_of(
-    rec: &NodeRecord,
-    score: f32,
-    match_source: &str,
-    snip: String,
-    via: Option<String>,
-    best: Option<usize>,
-) -> Hit {
-    let span = best.and_then(|i| super::evidence::span(rec, i));
-    Hit {
-        node_id: rec.node.id.clone(),
-        kind: rec.node.kind,
-        score: (score * 10_000.0).round() / 10_000.0,
-        source_file: rec.node.source_file.clone(),
-        match_source: match_source.to_string(),
-        snippet: snip,
-        title: rec.node.title.clone(),
-        layer: rec.node.layer,
-        domain: rec.node.domain.clone(),
-        indexed_fields: rec.fields.clone(),
-        reached_via: via,
-        section: span.as_ref().map(|s| s.0.clone()),
-        lines: span.map(|s| s.1),
-    }
-}
-
-/// The section holding a hit's best evidence: its best lexical section, else the section of
-/// its best semantic chunk, else its summary section. A heading without text of its own (a
-/// title matched) cites its first section with text instead.
-fn best_evidence(rec: &NodeRecord, s: Option<&Signals>) -> Option<usize> {
-    let i = evidence_section(rec, s)?;
-    rec.sections
-        .iter()
-        .enumerate()
-        .skip(i)
-        .find(|(_, x)| !x.text.trim().is_empty())
-        .map(|(j, _)| j)
-        .or(Some(i))
-}
-
-fn evidence_section(rec: &NodeRecord, s: Option<&Signals>) -> Option<usize> {
-    if let Some(s) = s {
-        if let Some(i) = s.best_section {
-            return Some(i);
-        }
-        if let Some(i) = s
-            .sem_text
-            .as_deref()
-            .and_then(|t| super::evidence::section_of_chunk(rec, t))
-        {
-            return Some(i);
-        }
-    }
-    let sum = summary(rec);
-    rec.sections
-        .iter()
-        .position(|x| !sum.is_empty() && x.text == sum)
-        .or_else(|| rec.sections.iter().position(|x| !x.text.trim().is_empty()))
-}
-
-fn hit_tokens(h: &Hit) -> usize {
-    tokens(&h.snippet)
-        + tokens(&h.title)
-        + tokens(&serde_json::to_string(&h.indexed_fields).unwrap_or_default())
-        + 12
 }
 
 /// Which signals a ranking uses, and the semantic weight.
@@ -349,134 +271,6 @@ fn has_vectors(snap: &Snapshot<'_>, id: &str) -> Result<bool, Error> {
     Ok(snap.node(id)?.is_some_and(|r| !r.items.is_empty()))
 }
 
-/// Where a node's neighbourhood support came from: (neighbour, edge type, outgoing from it).
-type Support = (String, String, bool);
-
-/// A ranked candidate: id, score, its direct signals (none when only the graph reached it) and
-/// the neighbour that supported it.
-type Candidate = (String, f32, Option<Signals>, Option<Support>);
-
-/// Neighbourhood smoothing: every candidate lends a share of its score to the nodes it is linked
-/// with (both directions, typed edge weights), and each node adds its best lent share. Specs that
-/// answer a question together (a use case, the rule it applies, the command it runs, the event
-/// that command emits) support each other; an isolated hit that merely shares words does not.
-/// Nodes that only receive support join the candidates (reached through the graph).
-fn smooth(
-    snap: &Snapshot<'_>,
-    direct: Vec<(String, f32, Signals)>,
-    respect_layers: bool,
-    lenders: usize,
-) -> Result<Vec<Candidate>, Error> {
-    let mut lent: HashMap<String, (f32, Support)> = HashMap::new();
-    // `direct` is best first: only the leading candidates lend (a low one's share is negligible).
-    for (id, score, _) in direct.iter().take(lenders) {
-        if *score <= 0.0 {
-            continue;
-        }
-        let out = snap
-            .out_edges(id)?
-            .into_iter()
-            .map(|e| (e.to.clone(), e, true));
-        let inc = snap
-            .in_edges(id)?
-            .into_iter()
-            .map(|e| (e.from.clone(), e, false));
-        for (nb, e, outgoing) in out.chain(inc) {
-            if nb == *id || (respect_layers && e.violation) {
-                continue;
-            }
-            let share = edge_weight(&e.edge_type) * score;
-            let slot = lent
-                .entry(nb)
-                .or_insert((0.0, (String::new(), String::new(), true)));
-            if share > slot.0 {
-                *slot = (share, (id.clone(), e.edge_type.clone(), outgoing));
-            }
-        }
-    }
-    let mut out = Vec::with_capacity(direct.len() + lent.len());
-    for (id, score, sig) in direct {
-        let support = lent.remove(&id);
-        let smooth_share = super::knobs::knobs().smooth;
-        let bonus = support.as_ref().map_or(0.0, |s| smooth_share * s.0);
-        out.push((id, score + bonus, Some(sig), support.map(|s| s.1)));
-    }
-    // Edge ends are resolved nodes; a vanished one is skipped when results are assembled.
-    for (id, (share, support)) in lent {
-        out.push((
-            id,
-            super::knobs::knobs().smooth * share,
-            None,
-            Some(support),
-        ));
-    }
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    Ok(out)
-}
-
-fn source_name(s: &Signals, graph: bool) -> &'static str {
-    let n = s.lex.is_some() as u8 + s.sem.is_some() as u8 + graph as u8;
-    if n > 1 {
-        "fusion"
-    } else if s.sem.is_some() {
-        "semantic"
-    } else if s.lex.is_some() {
-        "lexical"
-    } else {
-        "graph"
-    }
-}
-
-fn make_snippet(snap: &Snapshot<'_>, rec: &NodeRecord, s: &Signals, words: &[String]) -> String {
-    let _ = snap;
-    if let Some(i) = s.best_section {
-        if let Some(sec) = rec.sections.get(i) {
-            if !sec.text.trim().is_empty() {
-                return snippet(&sec.text, words, 240);
-            }
-        }
-    }
-    if let Some(t) = &s.sem_text {
-        return clip(t, 240);
-    }
-    snippet(summary(rec), words, 240)
-}
-
-/// Fit the answer into `max_tokens`: the ranking matters most, so every hit first gets its
-/// compact form (id, title, snippet) and hits are dropped from the bottom only when even those
-/// do not fit (the first hit always stays); then indexed fields are restored in rank order while
-/// they fit. Returns (tokens used, whether anything was cut).
-fn fit_budget(results: &mut Vec<Hit>, max_tokens: usize) -> (usize, bool) {
-    let mut fields: Vec<_> = results
-        .iter_mut()
-        .map(|h| std::mem::take(&mut h.indexed_fields))
-        .collect();
-    let mut total = 0usize;
-    let mut keep = 0usize;
-    for h in results.iter() {
-        let t = hit_tokens(h);
-        if keep > 0 && total + t > max_tokens {
-            break;
-        }
-        total += t;
-        keep += 1;
-    }
-    let mut truncated = keep < results.len();
-    results.truncate(keep);
-    for (h, f) in results.iter_mut().zip(fields.iter_mut()) {
-        let base = hit_tokens(h);
-        h.indexed_fields = std::mem::take(f);
-        let full = hit_tokens(h);
-        if total + full - base <= max_tokens {
-            total += full - base;
-        } else {
-            h.indexed_fields = Default::default();
-            truncated = true;
-        }
-    }
-    (total, truncated)
-}
-
 /// QRY-003: hybrid search (semantic + lexical + graph).
 pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Error> {
     validate(&req.query, req.limit, req.min_score)?;
@@ -498,18 +292,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     };
     let direct = ranked(&snap, &text, &filter, req.limit, mix, &mut warnings)?;
     let words = snap.query_words(&text);
-    if let Some(st) = snap.stats()? {
-        if !st.stale_specs.is_empty() {
-            warnings.push(Warning::new(
-                "STALE_SPECS",
-                format!(
-                    "{} spec(s) changed since they were indexed (e.g. {}); run `kdd index`",
-                    st.stale_specs.len(),
-                    st.stale_specs[0]
-                ),
-            ));
-        }
-    }
+    stale_warning(&snap, &mut warnings)?;
 
     // Neighbourhood smoothing over typed edges (part of graph expansion: off with --no-expand).
     let cands: Vec<Candidate> = if req.expand {
@@ -525,175 +308,41 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
             .map(|(id, s, sg)| (id, s, Some(sg), None))
             .collect()
     };
-    let mut graph_hit: HashSet<String> = HashSet::new();
-    // Edges followed, in order, without repeats.
-    let mut followed: Vec<EdgeRef> = Vec::new();
-    let mut followed_set: HashSet<EdgeRef> = HashSet::new();
-    let mut support_path: HashMap<String, String> = HashMap::new();
-    for (id, _, sg, support) in &cands {
-        if let Some((nb, ty, outgoing)) = support {
-            let er = if *outgoing {
-                EdgeRef {
-                    from_node: nb.clone(),
-                    to_node: id.clone(),
-                    edge_type: ty.clone(),
-                }
-            } else {
-                EdgeRef {
-                    from_node: id.clone(),
-                    to_node: nb.clone(),
-                    edge_type: ty.clone(),
-                }
-            };
-            if followed_set.insert(er.clone()) {
-                followed.push(er);
-            }
-            if sg.is_some() {
-                graph_hit.insert(id.clone());
-            } else {
-                support_path.insert(id.clone(), format!("{nb} -> {ty} -> {id}"));
-            }
-        }
-    }
-    let is_cand: HashSet<&str> = cands.iter().map(|c| c.0.as_str()).collect();
-
-    // Graph expansion from the top hits.
+    let mut trail = Trail::from_support(&cands);
     let mut scores: HashMap<String, f32> =
         cands.iter().map(|(id, s, _, _)| (id.clone(), *s)).collect();
-    let mut expanded: BTreeMap<String, (f32, String)> = BTreeMap::new();
-    if req.expand {
-        for (seed, seed_score, _, _) in cands.iter().take(SEEDS) {
-            let mut seen: HashSet<String> = HashSet::from([seed.clone()]);
-            let mut q: VecDeque<(String, u8, f32, String)> =
-                VecDeque::from([(seed.clone(), 0u8, *seed_score, seed.clone())]);
-            while let Some((cur, d, s, path)) = q.pop_front() {
-                if d >= req.depth {
-                    continue;
-                }
-                let mut nexts: Vec<(String, String, bool, f32)> = Vec::new();
-                for e in snap.out_edges(&cur)? {
-                    nexts.push((e.to.clone(), e.edge_type.clone(), e.violation, 1.0));
-                }
-                for e in snap.in_edges(&cur)? {
-                    nexts.push((e.from.clone(), e.edge_type.clone(), e.violation, 0.8));
-                }
-                for (nb, ty, viol, dir_w) in nexts {
-                    if req.respect_layers && viol {
-                        continue;
-                    }
-                    if !seen.insert(nb.clone()) {
-                        continue;
-                    }
-                    let indeg = snap.lite(&nb)?.map_or(1, |l| l.in_degree.max(1)) as f32;
-                    let hub = 1.0 / (1.0 + (indeg / 8.0)).sqrt();
-                    let w = edge_weight(&ty) * dir_w * hub;
-                    let ns = s * w * super::knobs::knobs().expand;
-                    let npath = format!("{path} -> {ty} -> {nb}");
-                    let (from, to) = if dir_w == 1.0 {
-                        (cur.clone(), nb.clone())
-                    } else {
-                        (nb.clone(), cur.clone())
-                    };
-                    let er = EdgeRef {
-                        from_node: from,
-                        to_node: to,
-                        edge_type: ty.clone(),
-                    };
-                    if let Some(own) = scores.get(&nb).copied() {
-                        if own < *seed_score && is_cand.contains(nb.as_str()) {
-                            let bonus = GRAPH_BONUS * w * seed_score;
-                            scores.insert(nb.clone(), own + bonus);
-                            graph_hit.insert(nb.clone());
-                            if followed_set.insert(er.clone()) {
-                                followed.push(er);
-                            }
-                        }
-                    } else {
-                        let e = expanded.entry(nb.clone()).or_insert((0.0, String::new()));
-                        if ns > e.0 {
-                            *e = (ns, npath.clone());
-                        }
-                        if followed_set.insert(er.clone()) {
-                            followed.push(er);
-                        }
-                    }
-                    q.push_back((nb, d + 1, ns, npath));
-                }
-            }
-        }
-    }
+    let expanded = if req.expand {
+        let seeds: Vec<(String, f32)> = cands
+            .iter()
+            .take(SEEDS)
+            .map(|(id, s, _, _)| (id.clone(), *s))
+            .collect();
+        let is_cand: HashSet<&str> = cands.iter().map(|c| c.0.as_str()).collect();
+        let walk = Walk {
+            depth: req.depth,
+            respect_layers: req.respect_layers,
+        };
+        expand(&snap, &seeds, &is_cand, walk, &mut scores, &mut trail)?
+    } else {
+        BTreeMap::new()
+    };
 
-    // Assemble: direct hits, supported neighbours and expanded nodes, best first.
-    let mut all: Vec<(String, f32, Option<String>)> = cands
-        .iter()
-        .map(|(id, _, _, _)| (id.clone(), scores[id], support_path.get(id).cloned()))
-        .collect();
-    for (id, (s, path)) in expanded {
-        all.push((id, s, Some(path)));
-    }
-    all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let sigs: HashMap<&str, &Signals> = cands
-        .iter()
-        .filter_map(|(id, _, s, _)| s.as_ref().map(|s| (id.as_str(), s)))
-        .collect();
-    let mut picked: Vec<(NodeRecord, f32, Option<String>)> = Vec::new();
-    for (id, s, via) in all {
-        if picked.len() >= req.limit {
-            break;
-        }
-        let Some(rec) = snap.node(&id)? else { continue };
-        if passes(&rec, &filter) {
-            picked.push((rec, s, via));
-        }
-    }
+    let (picked, sigs) = pick(&snap, &cands, &scores, &trail, expanded, &filter, req.limit)?;
     let conf = answer_confidence(&snap, &req.query, &searched.translation, &picked, &sigs);
-    let best = picked.first().map_or(0.0, |p| p.1);
-    let mut results = Vec::new();
-    for (rec, s, via) in &picked {
-        let score = super::evidence::calibrated(conf, *s, best);
-        if score < req.min_score {
-            continue;
-        }
-        let id = rec.node.id.as_str();
-        let sg = sigs.get(id).copied();
-        let at = best_evidence(rec, sg);
-        results.push(match sg {
-            Some(sg) => hit_of(
-                rec,
-                score,
-                source_name(sg, graph_hit.contains(id)),
-                make_snippet(&snap, rec, sg, &words),
-                None,
-                at,
-            ),
-            None => hit_of(
-                rec,
-                score,
-                "graph",
-                snippet(summary(rec), &words, 240),
-                via.clone(),
-                at,
-            ),
-        });
-    }
-    if results.is_empty() {
-        warnings.push(Warning::new(
-            "NO_MATCH",
-            format!(
-                "No spec matches the query (best confidence {conf:.2}, below min_score {:.2}); try the specs' own words, an id, or a lower --min-score",
-                req.min_score
-            ),
-        ));
-    }
-    let (total_tokens, truncated) = fit_budget(&mut results, req.max_tokens);
-    if truncated {
-        warnings.push(Warning::new(
-            "TOKEN_LIMIT_EXCEEDED",
-            format!("Results truncated at {} tokens", req.max_tokens),
-        ));
-    }
+    let budget = Budget {
+        min_score: req.min_score,
+        max_tokens: req.max_tokens,
+    };
+    let found = Found {
+        picked: &picked,
+        sigs: &sigs,
+        graph_hit: &trail.graph_hit,
+        conf,
+    };
+    let (results, total_tokens) = render(&snap, &found, &words, budget, &mut warnings);
     let kept: HashSet<&str> = results.iter().map(|h| h.node_id.as_str()).collect();
-    let graph_expansion: Vec<EdgeRef> = followed
+    let graph_expansion: Vec<EdgeRef> = trail
+        .followed
         .into_iter()
         .filter(|e| kept.contains(e.from_node.as_str()) && kept.contains(e.to_node.as_str()))
         .collect();
@@ -708,31 +357,59 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     })
 }
 
-/// The answer's absolute confidence (see [`super::evidence`]): the best of its first hits,
-/// each the larger of its coverage of the question's words (of the question as asked, or of
-/// its translation) and the semantic closeness of its best chunk.
-fn answer_confidence(
+/// A `STALE_SPECS` warning when specs changed since they were indexed.
+fn stale_warning(snap: &Snapshot<'_>, warnings: &mut Vec<Warning>) -> Result<(), Error> {
+    if let Some(st) = snap.stats()? {
+        if !st.stale_specs.is_empty() {
+            warnings.push(Warning::new(
+                "STALE_SPECS",
+                format!(
+                    "{} spec(s) changed since they were indexed (e.g. {}); run `kdd index`",
+                    st.stale_specs.len(),
+                    st.stale_specs[0]
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Nodes picked for the answer, best first, at most `limit` passing `filter`: direct hits and
+/// supported neighbours (with their possibly graph-boosted `scores`) and expanded nodes (with
+/// the path that reached them); plus the direct signals of each candidate.
+fn pick<'c>(
     snap: &Snapshot<'_>,
-    query: &str,
-    translation: &Option<String>,
-    picked: &[(NodeRecord, f32, Option<String>)],
-    sigs: &HashMap<&str, &Signals>,
-) -> f32 {
-    use super::evidence::{confidence, coverage, question_stems, CONF_TOP};
-    let asked = question_stems(snap, query);
-    let translated = translation
-        .as_deref()
-        .map(|t| question_stems(snap, t))
-        .unwrap_or_default();
-    picked
+    cands: &'c [Candidate],
+    scores: &HashMap<String, f32>,
+    trail: &Trail,
+    expanded: BTreeMap<String, (f32, String)>,
+    filter: &TextFilter,
+    limit: usize,
+) -> Result<(Vec<Picked>, HashMap<&'c str, &'c Signals>), Error> {
+    // Assemble: direct hits, supported neighbours and expanded nodes, best first.
+    let mut all: Vec<(String, f32, Option<String>)> = cands
         .iter()
-        .take(CONF_TOP)
-        .map(|(rec, _, _)| {
-            let cov = coverage(snap, rec, &asked).max(coverage(snap, rec, &translated));
-            let cos = sigs.get(rec.node.id.as_str()).and_then(|s| s.sem_raw);
-            confidence(cov, cos)
-        })
-        .fold(0.0, f32::max)
+        .map(|(id, _, _, _)| (id.clone(), scores[id], trail.support_path.get(id).cloned()))
+        .collect();
+    for (id, (s, path)) in expanded {
+        all.push((id, s, Some(path)));
+    }
+    all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let sigs: HashMap<&str, &Signals> = cands
+        .iter()
+        .filter_map(|(id, _, s, _)| s.as_ref().map(|s| (id.as_str(), s)))
+        .collect();
+    let mut picked: Vec<Picked> = Vec::new();
+    for (id, s, via) in all {
+        if picked.len() >= limit {
+            break;
+        }
+        let Some(rec) = snap.node(&id)? else { continue };
+        if passes(&rec, filter) {
+            picked.push((rec, s, via));
+        }
+    }
+    Ok((picked, sigs))
 }
 
 /// Single-strategy search: `--lexical` (BM25) or `--semantic` (QRY-002).

@@ -9,7 +9,9 @@
 mod context;
 mod domain;
 pub mod evidence;
+mod expand;
 mod graph;
+mod hits;
 mod hybrid;
 pub mod knobs;
 mod prf;
