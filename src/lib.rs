@@ -33,3 +33,4 @@ pub mod query;
 pub mod serve;
 pub mod source;
 pub mod spec;
+pub mod sync;

@@ -51,6 +51,10 @@ pub struct Options {
     pub test_delay: Duration,
     /// Connection limits (timeouts, cap).
     pub limits: super::conn::Limits,
+    /// Accept `POST /v1/index/push` and serve the merged pushed indexes (`super::sync`).
+    pub accept_push: bool,
+    /// Maximum push body in bytes.
+    pub max_push: usize,
 }
 
 impl Default for Options {
@@ -62,6 +66,8 @@ impl Default for Options {
             loopback: true,
             test_delay: Duration::ZERO,
             limits: super::conn::Limits::default(),
+            accept_push: false,
+            max_push: super::sync::DEFAULT_MAX_PUSH,
         }
     }
 }
@@ -69,8 +75,8 @@ impl Default for Options {
 /// Shared state of the handlers.
 #[derive(Clone)]
 pub struct AppState {
-    engine: Arc<Engine>,
-    opts: Arc<Options>,
+    pub(super) engine: Arc<Engine>,
+    pub(super) opts: Arc<Options>,
     counter: Arc<AtomicU64>,
     started: Instant,
     /// Query work admitted at once: one per core. Queries are CPU-bound, so more would only
@@ -81,10 +87,10 @@ pub struct AppState {
 
 /// The request id of the current request (set by the middleware).
 #[derive(Debug, Clone)]
-struct Rid(String);
+pub(super) struct Rid(pub(super) String);
 
 /// An error response.
-struct Fail(ApiError, String);
+pub(super) struct Fail(pub(super) ApiError, pub(super) String);
 
 #[derive(Serialize)]
 struct ErrorBody<'a> {
@@ -119,7 +125,7 @@ impl IntoResponse for Fail {
     }
 }
 
-fn json_ok<T: Serialize>(v: &T) -> Response {
+pub(super) fn json_ok<T: Serialize>(v: &T) -> Response {
     match serde_json::to_vec(v) {
         Ok(b) => (
             StatusCode::OK,
@@ -137,6 +143,7 @@ fn json_ok<T: Serialize>(v: &T) -> Response {
 /// Build the router.
 pub fn router(engine: Arc<Engine>, opts: Options) -> Router {
     let max_body = opts.max_body;
+    let max_push = opts.max_push;
     let state = AppState {
         engine,
         opts: Arc::new(opts),
@@ -155,6 +162,7 @@ pub fn router(engine: Arc<Engine>, opts: Options) -> Router {
         .route("/v1/retrieve/impact", get(impact))
         .route("/v1/retrieve/coverage", get(coverage))
         .route("/v1/retrieve/layer-violations", get(violations))
+        .merge(super::sync::routes(max_push))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))

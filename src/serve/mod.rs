@@ -16,6 +16,7 @@ pub mod http;
 pub mod mcp;
 pub mod receive;
 pub mod stdio;
+pub mod sync;
 
 use crate::cache::{self, Cache, OpenOptions};
 use crate::config::Settings;
@@ -36,6 +37,9 @@ pub enum Source {
     },
     /// The tree of a ref, mirrored from the object database (bare repositories, `--ref`).
     Tree(bare::Mirror),
+    /// The merge of the indexes pushed to this server (`kdd serve --accept-push`), kept in this
+    /// sync store directory (see [`sync`]).
+    Pushed(PathBuf),
 }
 
 /// One opened cache state and what is known about its freshness.
@@ -160,7 +164,23 @@ impl Engine {
                 cache::cache_root(&self.settings),
             ),
             Source::Tree(m) => (m.index_dir(), m.tree(), m.cache_root()),
+            Source::Pushed(d) => (
+                d.join("merged").join(crate::artifact::INDEX_DIR),
+                d.join("merged"),
+                d.join("cache"),
+            ),
         }
+    }
+
+    /// Serve the merge of the indexes pushed to this server instead (`--accept-push`).
+    pub fn serve_pushed(mut self) -> Engine {
+        self.source = Source::Pushed(sync::store_dir(&self.settings));
+        self
+    }
+
+    /// The `.kdd-index/` this engine serves.
+    pub fn index_dir(&self) -> PathBuf {
+        self.paths().0
     }
 
     /// The current state without any freshness check (None before the first load).
@@ -437,6 +457,11 @@ impl Engine {
             Source::WorkTree { .. } => {
                 "some specs changed since they were indexed: run `kdd index` (answers use the last \
                  index for those specs)"
+                    .to_string()
+            }
+            Source::Pushed(_) => {
+                "served from indexes pushed with `kdd sync push`: the specs' text is not on this \
+                 server, so answers carry ids, titles, links and vectors only"
                     .to_string()
             }
             Source::Tree(_) => {

@@ -17,5 +17,6 @@ pub mod resolve;
 pub mod search;
 pub mod serve;
 pub mod status;
+pub mod sync;
 pub mod verify;
 pub mod violations;
