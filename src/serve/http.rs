@@ -51,10 +51,6 @@ pub struct Options {
     pub test_delay: Duration,
     /// Connection limits (timeouts, cap).
     pub limits: super::conn::Limits,
-    /// Accept `POST /v1/index/push` and serve the merged pushed indexes (`super::sync`).
-    pub accept_push: bool,
-    /// Maximum push body in bytes.
-    pub max_push: usize,
 }
 
 impl Default for Options {
@@ -66,8 +62,6 @@ impl Default for Options {
             loopback: true,
             test_delay: Duration::ZERO,
             limits: super::conn::Limits::default(),
-            accept_push: false,
-            max_push: super::sync::DEFAULT_MAX_PUSH,
         }
     }
 }
@@ -143,7 +137,6 @@ pub(super) fn json_ok<T: Serialize>(v: &T) -> Response {
 /// Build the router.
 pub fn router(engine: Arc<Engine>, opts: Options) -> Router {
     let max_body = opts.max_body;
-    let max_push = opts.max_push;
     let state = AppState {
         engine,
         opts: Arc::new(opts),
@@ -162,7 +155,7 @@ pub fn router(engine: Arc<Engine>, opts: Options) -> Router {
         .route("/v1/retrieve/impact", get(impact))
         .route("/v1/retrieve/coverage", get(coverage))
         .route("/v1/retrieve/layer-violations", get(violations))
-        .merge(super::sync::routes(max_push))
+        .merge(super::sync::routes(&state.engine))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))

@@ -37,9 +37,9 @@ pub enum Source {
     },
     /// The tree of a ref, mirrored from the object database (bare repositories, `--ref`).
     Tree(bare::Mirror),
-    /// The merge of the indexes pushed to this server (`kdd serve --accept-push`), kept in this
-    /// sync store directory (see [`sync`]).
-    Pushed(PathBuf),
+    /// The merge of the indexes pushed to this server (`kdd serve --accept-push`), kept in a
+    /// sync store directory; pushes are capped at `max_push` bytes (see [`sync`]).
+    Pushed { dir: PathBuf, max_push: usize },
 }
 
 /// One opened cache state and what is known about its freshness.
@@ -164,17 +164,19 @@ impl Engine {
                 cache::cache_root(&self.settings),
             ),
             Source::Tree(m) => (m.index_dir(), m.tree(), m.cache_root()),
-            Source::Pushed(d) => (
-                d.join("merged").join(crate::artifact::INDEX_DIR),
-                d.join("merged"),
-                d.join("cache"),
+            Source::Pushed { dir, .. } => (
+                dir.join("merged").join(crate::artifact::INDEX_DIR),
+                dir.join("merged"),
+                dir.join("cache"),
             ),
         }
     }
 
-    /// Serve the merge of the indexes pushed to this server instead (`--accept-push`).
-    pub fn serve_pushed(mut self) -> Engine {
-        self.source = Source::Pushed(sync::store_dir(&self.settings));
+    /// Accept pushed indexes of at most `max_push` bytes and serve their merge instead
+    /// (`--accept-push`).
+    pub fn serve_pushed(mut self, max_push: usize) -> Engine {
+        let dir = sync::store_dir(&self.settings);
+        self.source = Source::Pushed { dir, max_push };
         self
     }
 
@@ -459,7 +461,7 @@ impl Engine {
                  index for those specs)"
                     .to_string()
             }
-            Source::Pushed(_) => {
+            Source::Pushed { .. } => {
                 "served from indexes pushed with `kdd sync push`: the specs' text is not on this \
                  server, so answers carry ids, titles, links and vectors only"
                     .to_string()

@@ -41,8 +41,12 @@ pub fn store_dir(settings: &crate::config::Settings) -> PathBuf {
     crate::cache::cache_root(settings).join("sync")
 }
 
-/// The routes, with their own body cap.
-pub fn routes(max_push: usize) -> Router<AppState> {
+/// The routes, with their own body cap (`--max-push-bytes` when the engine takes pushes).
+pub fn routes(engine: &super::Engine) -> Router<AppState> {
+    let max_push = match &engine.source {
+        super::Source::Pushed { max_push, .. } => *max_push,
+        _ => DEFAULT_MAX_PUSH,
+    };
     Router::new()
         .route("/v1/index/push", post(push))
         .route("/v1/index/pull", get(pull))
@@ -82,7 +86,7 @@ async fn push(
         );
         return Fail(e, rid).into_response();
     }
-    if !st.opts.accept_push {
+    if !matches!(st.engine.source, super::Source::Pushed { .. }) {
         let e = err(
             409,
             "PUSH_REJECTED",
@@ -198,8 +202,11 @@ fn accept(dir: &Path, source: &str, body: &[u8]) -> Result<PushAnswer, ApiError>
     if !up_to_date {
         std::fs::create_dir_all(&sources).map_err(|e| io_fail("creating", &sources, e))?;
         crate::artifact::write_if_changed(&mine, body).map_err(|e| io_fail("writing", &mine, e))?;
-        crate::artifact::replace_index(&ArtifactPaths::new(&index), &merged.files)
-            .map_err(|e| io_fail("writing", &index, e))?;
+        crate::artifact::replace_index(
+            &ArtifactPaths::new(&index),
+            &crate::sync::normalise(merged.files),
+        )
+        .map_err(|e| io_fail("writing", &index, e))?;
     }
     Ok(PushAnswer {
         source: source.to_string(),

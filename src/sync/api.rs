@@ -107,13 +107,19 @@ fn request(
     }
     head.push_str("\r\n");
     let io = |e: std::io::Error| Error::transport(method, e);
-    s.write_all(head.as_bytes()).map_err(io)?;
-    s.write_all(body).map_err(io)?;
+    // A server may answer (413, 401) and close before the whole body is sent: read its answer
+    // even when writing failed, and report the write error only when there is none.
+    let sent = s.write_all(head.as_bytes()).and_then(|_| s.write_all(body));
     let mut raw = Vec::new();
-    s.take(MAX_ANSWER as u64 + 64 * 1024)
-        .read_to_end(&mut raw)
-        .map_err(io)?;
-    parse_answer(&raw).ok_or_else(|| Error::transport(method, "malformed HTTP answer"))
+    let read = s.take(MAX_ANSWER as u64 + 64 * 1024).read_to_end(&mut raw);
+    match parse_answer(&raw) {
+        Some(a) => Ok(a),
+        None => {
+            sent.map_err(io)?;
+            read.map_err(io)?;
+            Err(Error::transport(method, "malformed HTTP answer"))
+        }
+    }
 }
 
 fn parse_answer(raw: &[u8]) -> Option<Answer> {
@@ -254,7 +260,7 @@ pub fn pull(url: &str, index_dir: &Path) -> Result<Report, Error> {
             })?;
             report.conflicts_resolved = merged.conflicts_resolved.len();
             report.warnings.extend(merged.warnings);
-            merged.files
+            super::normalise(merged.files)
         }
     };
     count(&mut report, &files);

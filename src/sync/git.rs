@@ -99,7 +99,14 @@ fn check_remote(dir: &Path, remote: &str) -> Result<(), Error> {
 fn classify(remote: &str, direction: &str, e: git::Error) -> Error {
     let msg = e.to_string();
     let low = msg.to_ascii_lowercase();
-    let detail = msg.lines().last().unwrap_or("").trim().to_string();
+    // git's own reason: its first `fatal:`/`error:` line, else the last line.
+    let detail = msg
+        .lines()
+        .find(|l| l.contains("fatal:") || l.contains("error:") || l.contains("[rejected]"))
+        .or_else(|| msg.lines().last())
+        .unwrap_or("")
+        .trim()
+        .to_string();
     if low.contains("couldn't find remote ref") {
         Error::NoRemoteIndex(remote.to_string())
     } else if low.contains("authentication failed")
@@ -225,7 +232,7 @@ fn merge(
     })?;
     report.conflicts_resolved = merged.conflicts_resolved.len();
     report.warnings.extend(merged.warnings);
-    Ok(merged.files)
+    Ok(super::normalise(merged.files))
 }
 
 /// `kdd sync push` over git.

@@ -211,6 +211,13 @@ fn install(index_dir: &Path, files: &BTreeMap<String, Vec<u8>>) -> Result<(), Er
     Ok(())
 }
 
+/// A merged index as `kdd index` writes it: the merge renders an edge file for every node, but
+/// a spec without links has none, so empty edge files are dropped (else every sync would churn).
+pub fn normalise(mut files: BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u8>> {
+    files.retain(|k, v| !(k.starts_with("edges/") && v.is_empty()));
+    files
+}
+
 /// Fill the size figures of a report from the files sent or installed.
 fn count(report: &mut Report, files: &BTreeMap<String, Vec<u8>>) {
     report.files = files.len();

@@ -15,4 +15,5 @@ mod query;
 mod ranking;
 mod repo;
 mod serve;
+mod sync;
 mod util;

@@ -84,8 +84,6 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             // Body read, the query and a hybrid query's partial-results retry.
             request_timeout: header_timeout + timeout * 2,
         },
-        accept_push: args.accept_push,
-        max_push: args.max_push_bytes.max(1024),
     };
     let engine = Engine::new(
         settings,
@@ -93,7 +91,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         Duration::from_millis(args.check_interval_ms),
     );
     let engine = Arc::new(if args.accept_push {
-        engine.serve_pushed()
+        engine.serve_pushed(args.max_push_bytes.max(1024))
     } else {
         engine
     });
