@@ -485,6 +485,20 @@ fn api_push_and_pull_through_kdd_serve_merge_and_answer_without_spec_text() {
         sem.to_string().contains("UC:UC-001"),
         "semantic answer: {sem}"
     );
+    // Lexical search sees the pushed titles and aliases (never the prose).
+    let body = r#"{"query_text": "Invoice", "mode": "lexical"}"#;
+    let (st, lex) = http(&srv.addr, "POST", "/v1/retrieve/search", body);
+    assert_eq!(st, 200, "{lex}");
+    assert!(
+        lex.to_string().contains("Entity:Factura"),
+        "lexical answer: {lex}"
+    );
+    let body = r#"{"query_text": "margen interno", "mode": "lexical"}"#;
+    let (_, prose) = http(&srv.addr, "POST", "/v1/retrieve/search", body);
+    assert!(
+        !prose.to_string().contains("Entity:Factura"),
+        "prose is not on the server: {prose}"
+    );
     // Nothing the server stored holds spec prose.
     for (p, bytes) in tree(&server_repo) {
         assert!(
