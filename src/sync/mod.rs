@@ -227,3 +227,50 @@ fn count(report: &mut Report, files: &BTreeMap<String, Vec<u8>>) {
 
 /// The name of the index directory inside a sync tree (`.kdd-index`).
 pub const TREE_DIR: &str = INDEX_DIR;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_artifact_paths_are_valid() {
+        for ok in [
+            "manifest.json",
+            "nodes/entity/Pedido.json",
+            "nodes/entity/auth/Token~1a2b3c4d.json",
+            "edges/use-case/UC-001.jsonl",
+            "embeddings/business-rule/BR-X-001.bin",
+        ] {
+            assert!(valid_rel(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "specs/01-domain/Pedido.md",
+            "nodes/../../.git/hooks/pre-commit.json",
+            "nodes/./x.json",
+            "nodes//x.json",
+            "/nodes/x.json",
+            "nodes/x.jsonl",
+            "edges/x.json",
+            "embeddings/x.json",
+            "nodes/.hidden.json",
+            "nodes/a\\b.json",
+            "nodes/a\nb.json",
+            "nodes.json",
+            "enrichments/x.json",
+        ] {
+            assert!(!valid_rel(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn no_text_keeps_identity_and_drops_titles_and_aliases() {
+        let node = br#"{"id":"BR:BR-X-001","kind":"business-rule","source_file":"specs/BR-X-001.md","source_hash":"00","title":"Secret title","aliases":["Hidden"],"layer":"01-domain","future":"prose"}"#;
+        let out = String::from_utf8(strip_text(node).unwrap()).unwrap();
+        assert!(out.contains("\"title\": \"BR-X-001\""), "{out}");
+        for gone in ["Secret", "Hidden", "future", "prose"] {
+            assert!(!out.contains(gone), "{gone} in {out}");
+        }
+        assert!(out.contains("\"source_hash\": \"00\""), "{out}");
+    }
+}
