@@ -122,7 +122,7 @@ async fn push(
 }
 
 fn io_fail(what: &str, path: &Path, e: impl std::fmt::Display) -> ApiError {
-    crate::cli::output::error(&format!("kdd serve: {what} {}: {e}", path.display()));
+    super::log(&format!("kdd serve: {what} {}: {e}", path.display()));
     ApiError::internal()
 }
 
@@ -175,7 +175,7 @@ fn accept(dir: &Path, source: &str, body: &[u8]) -> Result<PushAnswer, ApiError>
             continue;
         };
         let Ok(set) = bundle::decode(&bytes, name) else {
-            crate::cli::output::warn(&format!("kdd serve: {}: unreadable, skipped", p.display()));
+            super::log(&format!("kdd serve: {}: unreadable, skipped", p.display()));
             continue;
         };
         let t = e
@@ -231,7 +231,7 @@ async fn pull(State(st): State<AppState>, Extension(rid): Extension<Rid>) -> Res
             "No merged index available on remote: nothing was pushed here yet",
         )),
         Err(e) => {
-            crate::cli::output::error(&format!("kdd serve: pull: {e}"));
+            super::log(&format!("kdd serve: pull: {e}"));
             Err(ApiError::internal())
         }
     })
