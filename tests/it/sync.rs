@@ -507,10 +507,38 @@ fn api_push_and_pull_through_kdd_serve_merge_and_answer_without_spec_text() {
         );
     }
 
-    // An incompatible index is refused and changes nothing on the server.
+    // An incompatible index (another structure, another embedding model) is refused and
+    // changes nothing on the server.
+    let served = || {
+        tree(&server_repo.join("kdd-cache"))
+            .into_iter()
+            .filter(|(p, _)| p.contains("/sync/merged/") || p.contains("/sync/sources/"))
+    };
+    let served_before: Vec<_> = served().collect();
+    assert!(
+        !served_before.is_empty(),
+        "the store is under the cache dir"
+    );
     let m = indexed(tmp.path(), "m", &fixture("specs-multi/specs"), &[]);
     let o = kdd_env(&m, &push, &with_token);
     assert_eq!(err_code(&o), "PUSH_REJECTED");
+    let other = indexed(tmp.path(), "other", &team_specs("team-b"), L2);
+    let mp = other.join(".kdd-index/manifest.json");
+    let text = std::fs::read_to_string(&mp).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let model = v["embedding"]["model"]
+        .as_str()
+        .expect("L2 manifest")
+        .to_string();
+    std::fs::write(&mp, text.replace(&model, "another-model")).unwrap();
+    let o = kdd_env(&other, &push, &with_token);
+    assert_eq!(err_code(&o), "PUSH_REJECTED");
+    assert!(
+        show(&o).contains("Incompatible embedding models"),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(served().collect::<Vec<_>>(), served_before);
 
     // Pull into a repository with no index: the merged index of both.
     let c = tmp.path().join("c");
