@@ -366,6 +366,45 @@ fn git_errors_have_cmd005_codes_and_leave_the_local_index_untouched() {
     assert_eq!(index_files(&empty), before);
 }
 
+/// A loopback HTTP server that answers every request (at most `n`, for at most 60 s) with 401
+/// and a Basic challenge, as a git host does for a private repository.
+fn http_401_server(n: usize) -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        for s in l.incoming().take(n) {
+            let Ok(mut s) = s else { continue };
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"team\"\r\n\
+                  Content-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+            if std::time::Instant::now() > deadline {
+                break;
+            }
+        }
+    });
+    addr
+}
+
+#[test]
+fn git_remote_that_wants_credentials_is_auth_failed_without_a_prompt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = indexed(tmp.path(), "a", &team_specs("team-a"), &[]);
+    let before = index_files(&a);
+    let url = format!("http://{}/team.git", http_401_server(8));
+    git(&a, &["remote", "add", "private", &url]);
+    for dir in ["push", "pull"] {
+        let o = kdd(&a, &["--json", "sync", dir, "--remote", "private"]);
+        assert_eq!(err_code(&o), "AUTH_FAILED", "{dir}: {}", show(&o));
+        assert_eq!(index_files(&a), before);
+    }
+}
+
 // ---- API transport ----
 
 fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, Value) {
