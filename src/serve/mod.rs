@@ -392,6 +392,9 @@ impl Engine {
     /// Compare every spec file with its node's source hash (memoised by size + mtime, so a
     /// repeat scan only stats). `max_age`: reuse a scan younger than this.
     pub fn stale_scan(&self, loaded: &Loaded, max_age: Duration) -> StaleScan {
+        if matches!(self.source, Source::Pushed { .. }) {
+            return StaleScan::default(); // pushed indexes come without specs to compare
+        }
         if let Some((t, s)) = &*self.last_scan.lock().unwrap_or_else(|e| e.into_inner()) {
             if t.elapsed() < max_age {
                 return s.clone();
