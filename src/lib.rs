@@ -34,3 +34,4 @@ pub mod report;
 pub mod serve;
 pub mod source;
 pub mod spec;
+pub mod sync;

@@ -23,7 +23,7 @@ mod store;
 pub use paths::{sanitize_component, ArtifactPaths};
 pub use store::{
     read_artifact, read_links, read_manifest, read_node, remove_artifacts, render_links,
-    render_manifest, render_node, write_artifact, write_if_changed, IndexStore,
+    render_manifest, render_node, replace_index, write_artifact, write_if_changed, IndexStore,
 };
 
 use serde::{Deserialize, Serialize};

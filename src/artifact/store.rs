@@ -162,6 +162,46 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, Error> {
     Ok(true)
 }
 
+/// Make the index at `paths` hold exactly `files` (path relative to the index root → bytes):
+/// each file written with [`write_artifact`] (unchanged bytes untouched), then every file under
+/// `nodes/`, `edges/` and `embeddings/` that `files` does not name removed (and emptied folders
+/// pruned). Nothing outside those kdd folders and `manifest.json` is touched. Used by
+/// `kdd merge-index` and `kdd sync pull` to install a merged index.
+pub fn replace_index(
+    paths: &ArtifactPaths,
+    files: &std::collections::BTreeMap<String, Vec<u8>>,
+) -> Result<(), Error> {
+    for (rel, bytes) in files {
+        write_artifact(paths, rel, bytes)?;
+    }
+    let out = paths.root();
+    for top in ["nodes", "edges", "embeddings"] {
+        let mut stack = vec![out.join(top)];
+        while let Some(d) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let p = e.path();
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push(p);
+                    continue;
+                }
+                let rel = p
+                    .strip_prefix(out)
+                    .unwrap_or(&p)
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                if !files.contains_key(&rel) {
+                    std::fs::remove_file(&p).map_err(io(&p))?;
+                    prune_empty_dirs(out, &p);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Remove a node's node/edges/embeddings files (missing files are fine) and prune empty parent
 /// directories up to the index root. Returns the relative paths that existed and were removed.
 pub fn remove_artifacts(paths: &ArtifactPaths, node: &Node) -> Result<Vec<String>, Error> {

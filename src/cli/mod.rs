@@ -113,6 +113,8 @@ pub enum Command {
     Install(commands::install::Args),
     /// Regenerate conflicted `.kdd-index/` paths from the (resolved) specs and stage them.
     Resolve(commands::resolve::Args),
+    /// Push or pull only the derived index artifacts to or from a team server (CMD-005).
+    Sync(commands::sync::Args),
     /// Merge the indexes of two or more refs (BR-MERGE-001, CMD-004).
     MergeIndex(commands::merge_index::Args),
     /// Git merge driver entry: `kdd merge-driver %O %A %B %P`.
@@ -205,6 +207,7 @@ fn run_command(cli: &Cli) -> anyhow::Result<ExitStatus> {
         Command::Doctor(a) => commands::doctor::run(a, g),
         Command::Install(a) => commands::install::run(a, g),
         Command::Resolve(a) => commands::resolve::run(a, g),
+        Command::Sync(a) => commands::sync::run(a, g),
         Command::MergeIndex(a) => commands::merge_index::run(a, g),
         Command::MergeDriver(a) => commands::merge_driver::run(a, g),
         Command::Verify(a) => commands::verify::run(a, g),

@@ -49,26 +49,38 @@ struct Index {
 }
 
 fn read_index(repo: &gix::Repository, rev: &str) -> Result<Index, Error> {
+    let entries = git::tree_entries(repo, rev, crate::artifact::INDEX_DIR)?;
+    let mut files = Vec::with_capacity(entries.len());
+    for (path, id) in &entries {
+        let rel = path[crate::artifact::INDEX_DIR.len() + 1..].to_string();
+        files.push((rel, git::read_blob(repo, *id)?));
+    }
+    index_from_files(rev, files)
+}
+
+/// Read an index from its files (path relative to `.kdd-index/` → bytes); `name` labels errors.
+fn index_from_files(
+    name: &str,
+    files: impl IntoIterator<Item = (String, Vec<u8>)>,
+) -> Result<Index, Error> {
     let corrupt = |path: &str, message: String| Error::Corrupt {
-        rev: rev.to_string(),
-        path: path.to_string(),
+        rev: name.to_string(),
+        path: format!("{}/{path}", crate::artifact::INDEX_DIR),
         message,
     };
-    let entries = git::tree_entries(repo, rev, crate::artifact::INDEX_DIR)?;
     let mut manifest = None;
     let mut nodes: BTreeMap<String, Entry> = BTreeMap::new();
     let mut links: BTreeMap<String, BTreeSet<(LinkRecord, String)>> = BTreeMap::new();
     let mut embeddings: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    for (path, id) in &entries {
-        let rel = &path[crate::artifact::INDEX_DIR.len() + 1..];
-        let bytes = git::read_blob(repo, *id)?;
+    for (rel, bytes) in files {
+        let rel = rel.as_str();
         if rel == "manifest.json" {
-            manifest = Some(super::parse_manifest(&bytes, rev).map_err(|e| corrupt(path, e))?);
+            manifest = Some(super::parse_manifest(&bytes, name).map_err(|e| corrupt(rel, e))?);
         } else if let Some(stem) = rel
             .strip_prefix("nodes/")
             .and_then(|r| r.strip_suffix(".json"))
         {
-            let rec = fields::parse_node(&bytes).map_err(|e| corrupt(path, e))?;
+            let rec = fields::parse_node(&bytes).map_err(|e| corrupt(rel, e))?;
             nodes.insert(
                 stem.to_string(),
                 Entry {
@@ -82,7 +94,7 @@ fn read_index(repo: &gix::Repository, rev: &str) -> Result<Index, Error> {
             .strip_prefix("edges/")
             .and_then(|r| r.strip_suffix(".jsonl"))
         {
-            let set = super::parse_links(&bytes).map_err(|e| corrupt(path, e))?;
+            let set = super::parse_links(&bytes).map_err(|e| corrupt(rel, e))?;
             links.insert(stem.to_string(), set);
         } else if let Some(stem) = rel
             .strip_prefix("embeddings/")
@@ -142,11 +154,57 @@ pub fn merge_refs(repo_dir: &Path, revs: &[String]) -> Result<Report, Error> {
     };
     let mut sides = Vec::new();
     for r in revs {
-        let idx = read_index(&repo, r)?;
+        sides.push(read_index(&repo, r)?);
+    }
+    // The time of the commit that last changed the spec on that side; a ref that carries only
+    // `.kdd-index/` (a sync ref) has no spec, so the node file's last change stands in for it.
+    let mut time_of = |i: usize, stem: &str, e: &Entry| -> Result<Option<i64>, Error> {
+        let t = git::last_change_time(repo_dir, &revs[i], &e.node.source_file)?;
+        if t.is_some() {
+            return Ok(t);
+        }
+        let node_path = format!("{}/nodes/{stem}.json", crate::artifact::INDEX_DIR);
+        Ok(git::last_change_time(repo_dir, &revs[i], &node_path)?)
+    };
+    merge_sides(revs, base_rev, base, sides, &mut time_of)
+}
+
+/// Merge whole indexes given as files (path relative to `.kdd-index/` → bytes), with no common
+/// ancestor (so nothing is deleted: the union of the nodes, last-write-wins between differing
+/// versions by `times[i]`, the time side `i` was written). The API sync server merges the latest
+/// push of every source this way; one side is accepted and comes back normalised.
+pub fn merge_file_sets(
+    names: &[String],
+    sets: Vec<BTreeMap<String, Vec<u8>>>,
+    times: &[i64],
+) -> Result<Report, Error> {
+    if sets.is_empty() || sets.len() != names.len() || times.len() != names.len() {
+        return Err(Error::InsufficientSources);
+    }
+    let mut sides = Vec::new();
+    for (name, files) in names.iter().zip(sets) {
+        sides.push(index_from_files(name, files)?);
+    }
+    let mut time_of =
+        |i: usize, _: &str, _: &Entry| -> Result<Option<i64>, Error> { Ok(Some(times[i])) };
+    merge_sides(names, None, None, sides, &mut time_of)
+}
+
+/// Time of the last change of one side's node (side index, stem, entry).
+type TimeOf<'a> = dyn FnMut(usize, &str, &Entry) -> Result<Option<i64>, Error> + 'a;
+
+/// The one BR-MERGE-001 merge of whole indexes, whatever they were read from.
+fn merge_sides(
+    revs: &[String],
+    base_rev: Option<String>,
+    base: Option<Index>,
+    sides: Vec<Index>,
+    time_of: &mut TimeOf<'_>,
+) -> Result<Report, Error> {
+    for (r, idx) in revs.iter().zip(&sides) {
         if idx.manifest.is_none() {
             return Err(Error::ManifestNotFound(r.clone()));
         }
-        sides.push(idx);
     }
     // Manifests: pairwise compatible, folded left to right.
     let bm = base.as_ref().and_then(|b| b.manifest.clone());
@@ -232,8 +290,7 @@ pub fn merge_refs(repo_dir: &Path, revs: &[String]) -> Result<Report, Error> {
             // Last-write-wins by the time of the commit that last changed the spec on each side.
             let mut best: Option<(i64, Vec<u8>, usize, &Entry)> = None;
             for (i, e) in &changed {
-                let t = git::last_change_time(repo_dir, &revs[*i], &e.node.source_file)?
-                    .unwrap_or(i64::MIN);
+                let t = time_of(*i, stem, e)?.unwrap_or(i64::MIN);
                 let bytes = e.raw.clone();
                 let better = match &best {
                     None => true,

@@ -69,8 +69,8 @@ impl Default for Options {
 /// Shared state of the handlers.
 #[derive(Clone)]
 pub struct AppState {
-    engine: Arc<Engine>,
-    opts: Arc<Options>,
+    pub(super) engine: Arc<Engine>,
+    pub(super) opts: Arc<Options>,
     counter: Arc<AtomicU64>,
     started: Instant,
     /// Query work admitted at once: one per core. Queries are CPU-bound, so more would only
@@ -81,10 +81,10 @@ pub struct AppState {
 
 /// The request id of the current request (set by the middleware).
 #[derive(Debug, Clone)]
-struct Rid(String);
+pub(super) struct Rid(pub(super) String);
 
 /// An error response.
-struct Fail(ApiError, String);
+pub(super) struct Fail(pub(super) ApiError, pub(super) String);
 
 #[derive(Serialize)]
 struct ErrorBody<'a> {
@@ -119,7 +119,7 @@ impl IntoResponse for Fail {
     }
 }
 
-fn json_ok<T: Serialize>(v: &T) -> Response {
+pub(super) fn json_ok<T: Serialize>(v: &T) -> Response {
     match serde_json::to_vec(v) {
         Ok(b) => (
             StatusCode::OK,
@@ -155,6 +155,7 @@ pub fn router(engine: Arc<Engine>, opts: Options) -> Router {
         .route("/v1/retrieve/impact", get(impact))
         .route("/v1/retrieve/coverage", get(coverage))
         .route("/v1/retrieve/layer-violations", get(violations))
+        .merge(super::sync::routes(&state.engine))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))

@@ -16,6 +16,7 @@ pub mod http;
 pub mod mcp;
 pub mod receive;
 pub mod stdio;
+pub mod sync;
 
 use crate::cache::{self, Cache, OpenOptions};
 use crate::config::Settings;
@@ -36,6 +37,9 @@ pub enum Source {
     },
     /// The tree of a ref, mirrored from the object database (bare repositories, `--ref`).
     Tree(bare::Mirror),
+    /// The merge of the indexes pushed to this server (`kdd serve --accept-push`), kept in a
+    /// sync store directory; pushes are capped at `max_push` bytes (see [`sync`]).
+    Pushed { dir: PathBuf, max_push: usize },
 }
 
 /// One opened cache state and what is known about its freshness.
@@ -160,7 +164,25 @@ impl Engine {
                 cache::cache_root(&self.settings),
             ),
             Source::Tree(m) => (m.index_dir(), m.tree(), m.cache_root()),
+            Source::Pushed { dir, .. } => (
+                dir.join("merged").join(crate::artifact::INDEX_DIR),
+                dir.join("merged"),
+                dir.join("cache"),
+            ),
         }
+    }
+
+    /// Accept pushed indexes of at most `max_push` bytes and serve their merge instead
+    /// (`--accept-push`).
+    pub fn serve_pushed(mut self, max_push: usize) -> Engine {
+        let dir = sync::store_dir(&self.settings);
+        self.source = Source::Pushed { dir, max_push };
+        self
+    }
+
+    /// The `.kdd-index/` this engine serves.
+    pub fn index_dir(&self) -> PathBuf {
+        self.paths().0
     }
 
     /// The current state without any freshness check (None before the first load).
@@ -366,6 +388,9 @@ impl Engine {
     /// Compare every spec file with its node's source hash (memoised by size + mtime, so a
     /// repeat scan only stats). `max_age`: reuse a scan younger than this.
     pub fn stale_scan(&self, loaded: &Loaded, max_age: Duration) -> StaleScan {
+        if matches!(self.source, Source::Pushed { .. }) {
+            return StaleScan::default(); // pushed indexes come without specs to compare
+        }
         if let Some((t, s)) = &*self.last_scan.lock().unwrap_or_else(|e| e.into_inner()) {
             if t.elapsed() < max_age {
                 return s.clone();
@@ -433,6 +458,11 @@ impl Engine {
             Source::WorkTree { .. } => {
                 "some specs changed since they were indexed: run `kdd index` (answers use the last \
                  index for those specs)"
+                    .to_string()
+            }
+            Source::Pushed { .. } => {
+                "served from indexes pushed with `kdd sync push`: the specs' text is not on this \
+                 server, so answers carry ids, titles, links and vectors only"
                     .to_string()
             }
             Source::Tree(_) => {

@@ -16,5 +16,6 @@ mod query;
 mod ranking;
 mod repo;
 mod serve;
+mod sync;
 mod util;
 mod wiring;

@@ -64,33 +64,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             );
         }
         let paths = crate::artifact::ArtifactPaths::new(&out);
-        for (rel, bytes) in &report.files {
-            crate::artifact::write_artifact(&paths, rel, bytes)?;
-        }
-        // Drop artifacts the merge did not keep (only kdd artifact folders are touched).
-        for top in ["nodes", "edges", "embeddings"] {
-            let mut stack = vec![out.join(top)];
-            while let Some(d) = stack.pop() {
-                let Ok(rd) = std::fs::read_dir(&d) else {
-                    continue;
-                };
-                for e in rd.flatten() {
-                    let p = e.path();
-                    if p.is_dir() {
-                        stack.push(p);
-                        continue;
-                    }
-                    let rel = p
-                        .strip_prefix(&out)
-                        .unwrap_or(&p)
-                        .to_string_lossy()
-                        .replace('\\', "/");
-                    if !report.files.contains_key(&rel) {
-                        std::fs::remove_file(&p)?;
-                    }
-                }
-            }
-        }
+        crate::artifact::replace_index(&paths, &report.files)?;
     }
     if global.json {
         output::json(&report)?;

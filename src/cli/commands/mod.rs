@@ -17,6 +17,7 @@ pub mod resolve;
 pub mod search;
 pub mod serve;
 pub mod status;
+pub mod sync;
 pub mod verify;
 pub mod violations;
 pub mod wiring;

@@ -37,6 +37,13 @@ pub struct Args {
     /// Connections open at once; at the cap the longest-idle one is closed to make room.
     #[arg(long, default_value_t = 256, value_name = "N")]
     pub max_connections: usize,
+    /// Accept indexes pushed with `kdd sync push --api` (KDD_TOKEN required, even on
+    /// loopback) and serve their BR-MERGE-001 merge instead of this repository's index.
+    #[arg(long)]
+    pub accept_push: bool,
+    /// Maximum push body in bytes.
+    #[arg(long, default_value_t = crate::serve::sync::DEFAULT_MAX_PUSH, value_name = "BYTES")]
+    pub max_push_bytes: usize,
 }
 
 /// Run the subcommand.
@@ -79,11 +86,16 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             request_timeout: header_timeout + timeout * 2,
         },
     };
-    let engine = Arc::new(Engine::new(
+    let engine = Engine::new(
         settings,
         args.rev.as_deref(),
         Duration::from_millis(args.check_interval_ms),
-    ));
+    );
+    let engine = Arc::new(if args.accept_push {
+        engine.serve_pushed(args.max_push_bytes.max(1024))
+    } else {
+        engine
+    });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
