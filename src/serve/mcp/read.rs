@@ -1,0 +1,221 @@
+//! `kdd_read` (a node's spec text, or one section of it, confined to the specs root and read
+//! with the one no-follow rule of `source`) and `kdd_list` (nodes by kind/layer/domain, paged).
+
+use super::super::api::{self, ApiError};
+use super::super::Engine;
+use serde_json::{json, Value};
+
+/// `kdd_read` arguments.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadParams {
+    #[serde(default)]
+    pub node: Option<String>,
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub section: Option<String>,
+    /// Only the section whose heading is on this line (a `kdd_query` hit's `lines[0]`).
+    #[serde(default)]
+    pub line: Option<usize>,
+}
+
+fn fold(s: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    s.nfkd()
+        .filter(|c| c.is_alphanumeric() || c.is_whitespace())
+        .collect::<String>()
+        .to_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub(super) fn read(
+    engine: &Engine,
+    loaded: &super::super::Loaded,
+    p: &ReadParams,
+) -> Result<Value, ApiError> {
+    let snap = loaded.cache.snapshot()?;
+    let rec = match (&p.node, &p.path) {
+        (Some(n), None) if !n.trim().is_empty() => {
+            let (id, _) = crate::query::resolve_node(&snap, n)?;
+            snap.node(&id)?.ok_or_else(|| {
+                ApiError::new(404, "NODE_NOT_FOUND", format!("node not found: {id}"))
+            })?
+        }
+        (None, Some(path)) => {
+            let specs = engine.specs_dir();
+            // Escapes and missing files keep their codes; the bytes then come only through the
+            // one reading rule (`crate::source`): no link is followed, even inside the root.
+            super::super::confined_path(&specs, path)?;
+            let norm = crate::config::normalize_rel(path.trim()).unwrap_or_default();
+            let specs_root = engine.settings.specs_root.as_str();
+            let rel = if specs_root.is_empty() {
+                norm
+            } else {
+                format!("{specs_root}/{norm}")
+            };
+            let id = loaded
+                .briefs
+                .iter()
+                .find(|n| n.source_file == rel)
+                .map(|n| n.id.clone());
+            match id.and_then(|id| snap.node(&id).ok().flatten()) {
+                Some(r) => r,
+                None => {
+                    use crate::source::Error as E;
+                    let bytes = crate::source::read_spec(&engine.tree_root(), &rel, specs_root)
+                        .map_err(|e| match e {
+                            E::TooLarge { .. } => {
+                                ApiError::bad("SPEC_TOO_LARGE", "spec file over the size limit")
+                            }
+                            E::Io { .. } => ApiError::new(
+                                404,
+                                "SPEC_NOT_FOUND",
+                                format!("no spec file `{}` under the specs root", e.path()),
+                            ),
+                            _ => ApiError::bad("PATH_OUTSIDE_SPECS", e.to_string()),
+                        })?;
+                    let text = String::from_utf8_lossy(&bytes).into_owned();
+                    return Ok(json!({
+                        "node_id": null,
+                        "source_file": rel,
+                        "note": "this file is not in the index (run `kdd index`); raw text follows",
+                        "sections": [{"heading": "", "level": 0, "line": 1, "text": text}],
+                    }));
+                }
+            }
+        }
+        _ => {
+            return Err(ApiError::bad(
+                "MISSING_NODE",
+                "give exactly one of `node` (an id, short id or title) or `path` (relative to \
+                 the specs root)",
+            ))
+        }
+    };
+    let mut sections: Vec<Value> = rec
+        .sections
+        .iter()
+        .map(|s| {
+            json!({"heading": s.heading, "key": s.key, "level": s.level, "line": s.line, "text": s.text})
+        })
+        .collect();
+    if let Some(line) = p.line {
+        // Just the cited span: the one section starting on that line.
+        let Some(i) = rec.sections.iter().position(|s| s.line == line) else {
+            return Err(ApiError::new(
+                404,
+                "SECTION_NOT_FOUND",
+                format!("no section of {} starts on line {line}", rec.node.id),
+            ));
+        };
+        sections = vec![sections[i].clone()];
+    } else if let Some(want) = p
+        .section
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        // A hit's `section` is a heading path (`Parent > Heading`): its last heading names it.
+        let want = want.rsplit(" > ").next().unwrap_or(want).trim();
+        let w = fold(want);
+        let wk = want.to_ascii_lowercase().replace([' ', '-'], "_");
+        let pick: Vec<usize> = rec
+            .sections
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                let key = s
+                    .key
+                    .as_deref()
+                    .or_else(|| crate::parse::heading::section_key(&s.heading));
+                key == Some(wk.as_str())
+                    || key.is_some() && key == crate::parse::heading::section_key(want)
+                    || fold(&s.heading) == w
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let pick = if pick.is_empty() {
+            rec.sections
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !w.is_empty() && fold(&s.heading).starts_with(&w))
+                .map(|(i, _)| i)
+                .collect()
+        } else {
+            pick
+        };
+        let Some(&first) = pick.first() else {
+            let heads: Vec<String> = rec
+                .sections
+                .iter()
+                .filter(|s| !s.heading.is_empty())
+                .map(|s| s.heading.clone())
+                .collect();
+            return Err(ApiError::new(
+                404,
+                "SECTION_NOT_FOUND",
+                format!(
+                    "no section `{}` in {}; sections: {}",
+                    want.chars().take(80).collect::<String>(),
+                    rec.node.id,
+                    heads.join(" | ")
+                ),
+            ));
+        };
+        // The section and its subsections.
+        let level = rec.sections[first].level;
+        let mut keep = vec![first];
+        for (i, s) in rec.sections.iter().enumerate().skip(first + 1) {
+            if s.level <= level {
+                break;
+            }
+            keep.push(i);
+        }
+        sections = keep.into_iter().map(|i| sections[i].clone()).collect();
+    }
+    Ok(json!({
+        "node_id": rec.node.id,
+        "kind": rec.node.kind,
+        "title": rec.node.title,
+        "layer": rec.node.layer,
+        "source_file": rec.node.source_file,
+        "stale": rec.stale,
+        "sections": sections,
+    }))
+}
+
+/// `kdd_list` arguments.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    #[serde(default, alias = "kind", alias = "include_kinds")]
+    pub kinds: api::StrList,
+    #[serde(default, alias = "layer")]
+    pub layers: api::StrList,
+    #[serde(default)]
+    pub domain: Option<String>,
+}
+
+pub(super) fn list(loaded: &super::super::Loaded, p: &ListParams) -> Result<Value, ApiError> {
+    let kinds = api::parse_kinds(&p.kinds)?;
+    let layers = api::parse_layers(&p.layers)?;
+    let nodes: Vec<Value> = loaded
+        .briefs
+        .iter()
+        .filter(|n| kinds.is_empty() || kinds.contains(&n.kind))
+        .filter(|n| layers.is_empty() || layers.contains(&n.layer))
+        .filter(|n| {
+            p.domain
+                .as_deref()
+                .is_none_or(|d| n.domain.as_deref() == Some(d))
+        })
+        .map(|n| {
+            json!({"id": n.id, "kind": n.kind, "title": n.title, "layer": n.layer,
+                   "source_file": n.source_file, "domain": n.domain})
+        })
+        .collect();
+    Ok(json!({"total_nodes": nodes.len(), "nodes": nodes}))
+}
