@@ -177,7 +177,7 @@ impl Mirror {
     }
 
     /// Settings pointing at the mirror as a repository root (for re-derivation).
-    fn settings(&self) -> Settings {
+    pub fn settings(&self) -> Settings {
         Settings {
             repo_root: self.tree(),
             git_common_dir: self.git_dir.clone(),

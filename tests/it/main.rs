@@ -4,6 +4,7 @@
 // ../shared are ignored with the reason when it is absent (cfgs set by build.rs).
 #![allow(clippy::print_stdout)]
 
+mod bare_cli;
 mod cache;
 mod core;
 mod demo;

@@ -23,7 +23,9 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     let settings = crate::index::with_manifest_specs_root(global.settings()?);
     if settings.bare {
         anyhow::bail!(
-            "{}: bare repository; `kdd index` needs a work tree (the post-receive hook indexes bare repos)",
+            "{}: bare repository; `kdd index` needs a work tree: run it in a clone, commit and push \
+             (the post-receive hook keeps the server's cache fresh); read commands work here \
+             (`kdd -C <repo> query|search|status|graph|impact|context … [--ref REF]`)",
             settings.repo_root.display()
         );
     }

@@ -14,6 +14,8 @@ use std::collections::{BTreeMap, HashMap};
 /// Arguments of `kdd status`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    pub at: super::at_ref::RefArg,
     /// How many items of each list to print in text mode (0 = all).
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
@@ -187,7 +189,10 @@ fn section<T>(out: &mut String, title: &str, items: &[T], limit: usize, f: impl 
 
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    let settings = crate::index::with_manifest_specs_root(global.settings()?);
+    let settings = match super::at_ref::settings(global, args.at.get())? {
+        (s, Some(_)) => s,
+        (s, None) => crate::index::with_manifest_specs_root(s),
+    };
     let r = report(&settings)?;
     if global.json {
         output::json(&r)?;
