@@ -30,6 +30,7 @@ pub mod index;
 pub mod merge;
 pub mod parse;
 pub mod query;
+pub mod roots;
 pub mod serve;
 pub mod source;
 pub mod spec;

@@ -8,6 +8,7 @@
 //! - Diffs are plain comparisons of `path → blob id` maps, so rename = delete + add.
 
 mod artifacts;
+pub mod roots;
 
 pub use artifacts::{
     derive_index, derive_manifest, derive_spec, is_spec_path, kdd_yaml_path, Derived, DerivedIndex,

@@ -78,6 +78,8 @@ pub struct Mirror {
     pub root: PathBuf,
     pub git_dir: PathBuf,
     pub specs_root: String,
+    /// Configured documents roots; empty: the ones the mirrored tree's manifest records.
+    pub docs_roots: Vec<String>,
 }
 
 /// `refs/heads/main` / `main` → a safe folder name.
@@ -131,6 +133,7 @@ impl Mirror {
             root: settings.cache_dir.join("serve").join(folder_for(rev)),
             git_dir: settings.git_common_dir.clone(),
             specs_root: settings.specs_root.clone(),
+            docs_roots: settings.docs_roots.clone(),
         }
     }
 
@@ -178,20 +181,40 @@ impl Mirror {
 
     /// Settings pointing at the mirror as a repository root (for re-derivation).
     pub fn settings(&self) -> Settings {
-        Settings {
+        crate::index::with_manifest_docs(Settings {
             repo_root: self.tree(),
             git_common_dir: self.git_dir.clone(),
             bare: false,
             specs_root: self.specs_root.clone(),
+            docs_roots: self.docs_roots.clone(),
             index_dir: self.index_dir(),
             cache_dir: self.root.clone(),
+        })
+    }
+
+    /// The roots mirrored at `rev`: the configured ones, else those its manifest records.
+    fn roots_at(&self, arts: &git::Entries, repo: &gix::Repository) -> crate::roots::Roots {
+        let mut docs = self.docs_roots.clone();
+        if docs.is_empty() {
+            if let Some(id) = arts.get(&format!("{INDEX_DIR}/manifest.json")) {
+                docs = git::read_blob(repo, *id)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<crate::artifact::Manifest>(&b).ok())
+                    .map(|m| m.docs)
+                    .unwrap_or_default();
+            }
         }
+        crate::roots::Roots::new(&self.specs_root, &docs)
     }
 
     fn entries(&self, repo: &gix::Repository, rev: &str) -> Result<git::Entries, Error> {
         let mut out = git::tree_entries(repo, rev, INDEX_DIR)?;
+        let roots = self.roots_at(&out, repo);
         out.extend(git::tree_entries(repo, rev, &self.specs_root)?);
-        out.retain(|p, _| wanted(&self.specs_root, p));
+        for d in &roots.docs {
+            out.extend(git::roots::tree_root_entries(repo, rev, d)?.0);
+        }
+        out.retain(|p, _| wanted(&self.specs_root, p) || (wanted("", p) && roots.is_doc(p)));
         Ok(out)
     }
 

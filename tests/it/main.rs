@@ -8,6 +8,7 @@ mod bare_cli;
 mod cache;
 mod core;
 mod demo;
+mod docs;
 mod embed;
 mod fuzz_parse;
 mod git;

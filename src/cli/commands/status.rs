@@ -85,7 +85,8 @@ pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
     let mut unindexed = Vec::new();
     let mut files_with_errors = walk_diags;
     if !settings.bare {
-        let read = |f: &str| crate::source::read_spec(&settings.repo_root, f, &settings.specs_root);
+        let roots = settings.roots();
+        let read = |f: &str| crate::roots::read_source(&settings.repo_root, f, &roots);
         for n in &graph.nodes {
             match read(&n.source_file) {
                 Ok(b) => {
