@@ -3,8 +3,9 @@
 //! built from that mirror. This is the engine of `kdd serve --ref` and of the `post-receive`
 //! hook.
 //!
-//! Layout: `<cache dir>/serve/<ref>-<hash>/` holds `tree/` (only `<specs root>/**` and
-//! `.kdd-index/**`, regular files only), `cache/` (the LMDB + tantivy cache of that tree),
+//! Layout: `<cache dir>/serve/<ref>-<hash>/` holds `tree/` (only `<specs root>/**`, the
+//! documents of the documents roots — configured, else those the ref's manifest records, see
+//! `crate::roots` — and `.kdd-index/**`, regular files only), `cache/` (the LMDB + tantivy cache of that tree),
 //! `state` (the commit mirrored, written last), `dirty` (present while a sync is in flight: a
 //! crash leaves it and the next sync re-mirrors everything) and `lock` (one syncer at a time).
 //!
@@ -249,6 +250,7 @@ impl Mirror {
         }
         std::fs::write(&dirty, b"sync in progress\n").map_err(io(&dirty))?;
         let new = self.entries(&repo, &to_hex)?;
+        let roots = self.roots_at(&new, &repo);
         let old = match &from {
             // The old commit may be gone (force push + gc): then re-mirror everything.
             Some(f) => self.entries(&repo, f).ok(),
@@ -283,7 +285,7 @@ impl Mirror {
             crate::artifact::write_if_changed(&abs, &bytes)
                 .map_err(|e| Error::Index(e.to_string()))?;
             report.written += 1;
-            if git::is_spec_path(&self.specs_root, p) {
+            if roots.is_source(p) {
                 changed_specs.push((p.clone(), bytes));
             }
         }
@@ -295,11 +297,11 @@ impl Mirror {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io(&abs)(e)),
             }
-            if git::is_spec_path(&self.specs_root, p) {
+            if roots.is_source(p) {
                 deleted_specs.push(p.clone());
             }
         }
-        self.heal(&new, changed_specs, deleted_specs, &mut report)?;
+        self.heal(&new, &roots, changed_specs, deleted_specs, &mut report)?;
         report.millis = t0.elapsed().as_millis() as u64;
         let last = self.root.join(LAST_SYNC);
         let _ = crate::artifact::write_if_changed(
@@ -320,6 +322,7 @@ impl Mirror {
     fn heal(
         &self,
         new: &git::Entries,
+        roots: &crate::roots::Roots,
         changed: Vec<(String, Vec<u8>)>,
         deleted: Vec<String>,
         report: &mut SyncReport,
@@ -344,7 +347,7 @@ impl Mirror {
                 .push(n.source_hash.as_str());
         }
         // Specs excluded by the mirrored `.kddignore` are not indexed (as in `kdd index`).
-        let ign = crate::source::Ignore::load(&self.tree(), &self.specs_root);
+        let ign = crate::roots::Ignores::load(&self.tree(), roots);
         let mut stale = Vec::new();
         for (p, bytes) in changed.into_iter().filter(|(p, _)| !ign.ignores(p)) {
             let h = blake3::hash(&bytes).to_hex().to_string();

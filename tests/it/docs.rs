@@ -226,3 +226,29 @@ fn docs_flag_bad_roots_and_bare_reads() {
     ]));
     assert_eq!(q["results"][0]["node_id"], "Doc:adr.0001-storage", "{q}");
 }
+
+#[test]
+fn documents_are_embedded_and_found_semantically() {
+    let r = docs_repo();
+    // L2 with the deterministic test embedder (the real model is covered by `embed`).
+    let run = |args: &[&str]| {
+        crate::repo::command(env!("CARGO_BIN_EXE_kdd"), &r.dir)
+            .env_remove("KDD_NO_EMBED")
+            .env("KDD_TEST_EMBEDDER", "1")
+            .env("KDD_EMBED_WARM", "0")
+            .args(args)
+            .output()
+            .expect("run kdd")
+    };
+    let o = run(&["index"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(r.exists(".kdd-index/embeddings/document/docs.guides.setup.bin"));
+    let s = json(&run(&[
+        "--json",
+        "search",
+        "--semantic",
+        "install the warehouse connector",
+    ]));
+    assert_eq!(s["results"][0]["node_id"], "Doc:docs.guides.setup", "{s}");
+    assert_eq!(s["results"][0]["match_source"], "semantic", "{s}");
+}
