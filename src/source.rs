@@ -22,6 +22,8 @@
 //! - [`check_rel`] accepts only a relative, already normalised `/`-path without `.`/`..`/empty
 //!   components, NUL, backslashes or control characters, that names a spec under the specs root
 //!   ([`is_spec_path`]). Anything else is an [`Error::BadPath`] and is never opened.
+//! - Documents (`crate::roots`) are listed by the same walker ([`walk_root`]) and read by the
+//!   same read ([`read_checked`]), after their own path check.
 //! - Every error names the file (repo-relative) and says what to do.
 
 use crate::spec::{Diagnostic, Severity};
