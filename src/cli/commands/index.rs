@@ -16,7 +16,7 @@ pub struct Args {
     /// Documents roots to index besides the specs (comma-separated folders or files relative
     /// to the repository root, e.g. `docs,adr,README.md`; default: $KDD_DOCS, `git config
     /// kdd.docs`, else the roots the committed manifest records). Recorded in the manifest, so
-    /// the hook and other clones keep them.
+    /// the hook and other clones keep them; `--docs ""` removes every document.
     #[arg(long, value_name = "LIST")]
     pub docs: Option<String>,
 }
@@ -26,11 +26,11 @@ const PROGRESS_MIN: usize = 500;
 
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    let mut settings = global.settings()?;
+    let mut settings = crate::index::with_manifest_specs_root(global.settings()?);
+    // Explicit `--docs` wins over the manifest's roots (`--docs ""` stops indexing documents).
     if let Some(list) = &args.docs {
         settings.docs_roots = crate::roots::parse_docs(list).map_err(anyhow::Error::msg)?;
     }
-    let settings = crate::index::with_manifest_specs_root(settings);
     if settings.bare {
         anyhow::bail!(
             "{}: bare repository; `kdd index` needs a work tree: run it in a clone, commit and push \
