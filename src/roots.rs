@@ -20,6 +20,10 @@
 //!   regular file, bounded read) for a path [`check_source`] accepted.
 
 use crate::source::{self, Error, Ignore, Walk};
+
+/// The committed index folder (`crate::artifact::INDEX_DIR`, restated: roots sits below
+/// artifact in the pipeline); never a document.
+const INDEX_DIR: &str = ".kdd-index";
 use crate::spec::{Diagnostic, Severity};
 use std::path::Path;
 
@@ -60,7 +64,7 @@ impl Roots {
         if !(lower.ends_with(".md") || lower.ends_with(".markdown")) {
             return false;
         }
-        if path.split('/').next() == Some(crate::artifact::INDEX_DIR) {
+        if path.split('/').next() == Some(INDEX_DIR) {
             return false;
         }
         self.docs.iter().any(|root| match under(path, root) {
@@ -106,9 +110,7 @@ pub fn parse_docs(list: &str) -> Result<Vec<String>, String> {
                 "is the repository root (use --specs \"\" to index every Markdown file as a spec)",
             );
         }
-        if n.split('/').next() == Some(crate::artifact::INDEX_DIR)
-            || n.chars().any(char::is_control)
-        {
+        if n.split('/').next() == Some(INDEX_DIR) || n.chars().any(char::is_control) {
             return bad("is inside .kdd-index/ or has control characters");
         }
         out.push(n);
@@ -217,6 +219,7 @@ mod tests {
 
     #[test]
     fn documents_roots() {
+        assert_eq!(INDEX_DIR, crate::artifact::INDEX_DIR);
         assert_eq!(
             parse_docs(" docs/, ./adr ,README.md,docs").unwrap(),
             vec!["README.md", "adr", "docs"]
