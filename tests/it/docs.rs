@@ -252,3 +252,50 @@ fn documents_are_embedded_and_found_semantically() {
     assert_eq!(s["results"][0]["node_id"], "Doc:docs.guides.setup", "{s}");
     assert_eq!(s["results"][0]["match_source"], "semantic", "{s}");
 }
+
+#[test]
+fn stale_documents_are_caught_by_verify_and_rederived_on_a_bare_server() {
+    let r = docs_repo();
+    assert!(r.kdd(&["index"]).status.success());
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "init"]);
+    let bare = r.tmp.path().join("server.git");
+    r.git(&[
+        "clone",
+        "-q",
+        "--bare",
+        r.dir.to_str().unwrap(),
+        bare.to_str().unwrap(),
+    ]);
+    r.git(&["remote", "add", "origin", bare.to_str().unwrap()]);
+    // A document changed behind the hook's back (KDD_HOOK=0): the index is stale.
+    r.write(
+        "adr/0001-storage.md",
+        "# Decisión de almacenamiento\n\nAhora usamos un archivo Parquet columnar.\n",
+    );
+    let o = crate::repo::command("git", &r.dir)
+        .env("KDD_HOOK", "0")
+        .args(["commit", "-qam", "adr without hook"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    let v = r.kdd(&["verify"]);
+    assert_eq!(v.status.code(), Some(1), "{:?}", text(&v));
+    assert!(text(&v).1.contains("adr.0001-storage") || text(&v).0.contains("adr.0001-storage"));
+    r.git(&["push", "-q", "origin", "HEAD:main"]);
+    // The bare mirror re-derives the document from the pushed blob and answers with it.
+    let q = json(&r.kdd(&[
+        "-C",
+        bare.to_str().unwrap(),
+        "--json",
+        "query",
+        "archivo Parquet columnar",
+    ]));
+    assert_eq!(q["results"][0]["node_id"], "Doc:adr.0001-storage", "{q}");
+    let serve = bare.join("kdd-cache/serve");
+    let report: String = std::fs::read_dir(&serve)
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path().join("last-sync.json")).ok())
+        .collect();
+    assert!(report.contains("adr/0001-storage.md"), "{report}");
+}
