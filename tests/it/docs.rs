@@ -110,6 +110,12 @@ fn documents_are_indexed_linked_and_searchable() {
     let st = json(&r.kdd(&["--json", "status"]));
     assert_eq!(st["stale"], serde_json::json!([]), "{st}");
     assert_eq!(st["unindexed"], serde_json::json!([]), "{st}");
+    assert_eq!(
+        st["docs_roots"],
+        serde_json::json!(["README.md", "adr", "docs"]),
+        "{st}"
+    );
+    assert_eq!(st["spec_files"], 4, "{st}");
     r.git(&["add", "-A"]);
     r.git(&["commit", "-qm", "specs and docs"]);
     let v = r.kdd(&["verify"]);

@@ -34,6 +34,10 @@ pub struct Stale {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub specs_root: String,
+    /// Documents roots indexed besides the specs (`kdd.docs`; omitted when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub docs_roots: Vec<String>,
+    /// Spec and document files found.
     pub spec_files: usize,
     pub nodes: usize,
     pub edges: usize,
@@ -148,6 +152,7 @@ pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
         .collect();
     Ok(Report {
         specs_root: settings.specs_root.clone(),
+        docs_roots: settings.docs_roots.clone(),
         spec_files: files.len(),
         nodes: graph.nodes.len(),
         edges: graph.edges.len(),
@@ -200,8 +205,12 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         return Ok(ExitStatus::Success);
     }
     let mut out = String::new();
+    let docs = match r.docs_roots.is_empty() {
+        true => String::new(),
+        false => format!(" + documents: {}", r.docs_roots.join(", ")),
+    };
     out.push_str(&format!(
-        "specs root: {} ({} spec files)\nnodes: {}   edges: {}\n",
+        "specs root: {}{docs} ({} files)\nnodes: {}   edges: {}\n",
         r.specs_root, r.spec_files, r.nodes, r.edges
     ));
     let kinds: Vec<String> = r.kinds.iter().map(|(k, v)| format!("{k} {v}")).collect();
