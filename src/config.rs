@@ -12,6 +12,8 @@ pub const INDEX_DIR: &str = ".kdd-index";
 pub mod env {
     /// Specs root relative to the repository root (default `specs`).
     pub const SPECS: &str = "KDD_SPECS";
+    /// Documents roots, comma-separated, relative to the repository root (`docs,README.md`).
+    pub const DOCS: &str = "KDD_DOCS";
     /// Cache directory (default `<git common dir>/kdd-cache`).
     pub const CACHE_DIR: &str = "KDD_CACHE_DIR";
     /// Local embedding model directory (fastembed user-defined model layout).
@@ -65,6 +67,9 @@ pub struct Settings {
     pub bare: bool,
     /// Specs root relative to `repo_root`, `/`-separated, no leading `./` (default `specs`).
     pub specs_root: String,
+    /// Documents roots (`--docs` → `KDD_DOCS` → `git config kdd.docs` → the committed
+    /// manifest's, see `index::with_manifest_specs_root`), normalised and sorted.
+    pub docs_roots: Vec<String>,
     /// `<repo_root>/.kdd-index`.
     pub index_dir: PathBuf,
     /// Derived query cache (never committed).
@@ -95,6 +100,18 @@ impl Settings {
             path: PathBuf::from(&specs),
             message: "the specs root must be a relative path inside the repository".into(),
         })?;
+        let docs = std::env::var(env::DOCS).ok().or_else(|| {
+            repo.config_snapshot()
+                .string("kdd.docs")
+                .map(|s| s.to_string())
+        });
+        let docs_roots =
+            crate::roots::parse_docs(docs.as_deref().unwrap_or("")).map_err(|message| {
+                Error::Invalid {
+                    path: PathBuf::from("kdd.docs"),
+                    message,
+                }
+            })?;
         let cache_dir = match std::env::var_os(env::CACHE_DIR) {
             Some(d) if !d.is_empty() => PathBuf::from(d),
             _ => git_common_dir.join("kdd-cache"),
@@ -105,8 +122,14 @@ impl Settings {
             git_common_dir,
             bare,
             specs_root,
+            docs_roots,
             cache_dir,
         })
+    }
+
+    /// The specs root and documents roots.
+    pub fn roots(&self) -> crate::roots::Roots {
+        crate::roots::Roots::new(&self.specs_root, &self.docs_roots)
     }
 
     /// Absolute specs directory in the work tree.

@@ -163,13 +163,15 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     // interleave); released when the file is dropped.
     let _lock = lock(repo.git_dir());
     let index = git::load_index(&repo)?;
+    let settings = &crate::index::with_manifest_docs(settings.clone());
+    let roots = settings.roots();
     let root = settings.specs_root.as_str();
     // Fastest path: the staged specs and index are exactly what the last pass left consistent.
     let stamp_file = repo.git_dir().join(STAMP_FILE);
     let stamp = |index: &gix::index::File| {
         format!(
             "{STATE_HEADER} {root}\n{}\n",
-            git::index_stamp(index, &[root, INDEX_DIR])
+            git::index_stamp(index, &[root, INDEX_DIR]) + &git::roots::docs_stamp(index, &roots)
         )
     };
     let current_stamp = stamp(&index);
@@ -187,20 +189,17 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
             ..Report::default()
         });
     }
-    let staged_root = git::index_entries(&index, root);
+    let (staged_root, staged_links, conflicted) = git::roots::staged(&index, &roots);
     let kdd_yaml_id = staged_root.get(&git::kdd_yaml_path(root)).copied();
-    // The staged `.kddignore` excludes exactly what `kdd index` excludes in the work tree.
-    let ign = git::ignore_of(&repo, &staged_root, root)?;
-    let wanted = |p: &String| git::is_spec_path(root, p) && !ign.ignores(p);
+    // The staged `.kddignore` files exclude exactly what `kdd index` excludes in the work tree.
+    let ign = git::roots::ignores_of(&repo, &staged_root, &roots)?;
+    let wanted = |p: &String| roots.is_source(p) && !ign.ignores(p);
     let specs: Entries = staged_root.into_iter().filter(|(p, _)| wanted(p)).collect();
     let arts = git::index_entries(&index, INDEX_DIR);
-    let conflicted_specs: BTreeSet<String> = git::conflicted_paths(&index, root)
-        .into_iter()
-        .filter(wanted)
-        .collect();
+    let conflicted_specs: BTreeSet<String> = conflicted.into_iter().filter(wanted).collect();
     let conflicted_arts = git::conflicted_paths(&index, INDEX_DIR);
     // Staged links named like specs are never read: the same per-file error as `kdd index`.
-    let link_errors = crate::source::link_errors(git::index_links(&index, root), wanted);
+    let link_errors = crate::source::link_errors(staged_links, wanted);
     let mut report = Report {
         specs: specs.len(),
         conflicted_specs: conflicted_specs.iter().cloned().collect(),
@@ -578,6 +577,7 @@ mod tests {
             git_common_dir: dir.path().join(".git"),
             bare: false,
             specs_root: "specs".into(),
+            docs_roots: Vec::new(),
             index_dir: dir.path().join(".kdd-index"),
             cache_dir: dir.path().join("cache"),
         };

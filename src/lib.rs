@@ -31,6 +31,7 @@ pub mod merge;
 pub mod parse;
 pub mod query;
 pub mod report;
+pub mod roots;
 pub mod serve;
 pub mod source;
 pub mod spec;

@@ -22,6 +22,8 @@
 //! - [`check_rel`] accepts only a relative, already normalised `/`-path without `.`/`..`/empty
 //!   components, NUL, backslashes or control characters, that names a spec under the specs root
 //!   ([`is_spec_path`]). Anything else is an [`Error::BadPath`] and is never opened.
+//! - Documents (`crate::roots`) are listed by the same walker ([`walk_root`]) and read by the
+//!   same read ([`read_checked`]), after their own path check.
 //! - Every error names the file (repo-relative) and says what to do.
 
 use crate::spec::{Diagnostic, Severity};
@@ -180,6 +182,13 @@ pub fn printable(s: &str) -> String {
 /// Read one spec of the work tree under the one rule (see the module doc).
 pub fn read_spec(repo_root: &Path, rel: &str, specs_root: &str) -> Result<Vec<u8>, Error> {
     let rel = check_rel(rel, specs_root)?;
+    read_checked(repo_root, &rel)
+}
+
+/// [`read_spec`] after the path check (also the read of documents, `crate::roots`): no link at
+/// any component, a regular file, at most [`MAX_SPEC_BYTES`].
+pub fn read_checked(repo_root: &Path, rel: &str) -> Result<Vec<u8>, Error> {
+    let rel = rel.to_string();
     // Folders: never through a link (O_NOFOLLOW only guards the last component).
     let comps: Vec<&str> = rel.split('/').collect();
     let mut dir = repo_root.to_path_buf();
@@ -327,6 +336,16 @@ pub struct Walk {
 
 /// List the specs of the work tree under the one rule (see the module doc).
 pub fn walk_specs(repo_root: &Path, specs_root: &str) -> Result<Walk, Error> {
+    let ign = Ignore::load(repo_root, specs_root);
+    walk_root(repo_root, specs_root, &|rel| {
+        is_spec_path(rel, specs_root) && !ign.ignores(rel)
+    })
+}
+
+/// The walker of [`walk_specs`] over any folder `root` of the work tree (also the documents
+/// roots, `crate::roots`): the files `keep` accepts, links never followed.
+pub fn walk_root(repo_root: &Path, root: &str, keep: &dyn Fn(&str) -> bool) -> Result<Walk, Error> {
+    let specs_root = root;
     let dir = repo_root.join(specs_root);
     let missing = || Error::SpecsMissing { path: dir.clone() };
     // The specs root itself must be a real folder reached without links.
@@ -346,7 +365,6 @@ pub fn walk_specs(repo_root: &Path, specs_root: &str) -> Result<Walk, Error> {
     if !dir.is_dir() {
         return Err(missing());
     }
-    let ign = Ignore::load(repo_root, specs_root);
     let walker = ignore::WalkBuilder::new(&dir)
         .standard_filters(false)
         .hidden(true)
@@ -378,7 +396,7 @@ pub fn walk_specs(repo_root: &Path, specs_root: &str) -> Result<Walk, Error> {
         let Some(ft) = entry.file_type() else {
             continue;
         };
-        if ft.is_dir() || !is_spec_path(&rel, specs_root) || ign.ignores(&rel) {
+        if ft.is_dir() || !keep(&rel) {
             continue;
         }
         if ft.is_file() {

@@ -91,6 +91,10 @@ pub struct Manifest {
     pub structure: Structure,
     /// Specs root relative to the repository root (`specs`).
     pub specs_root: String,
+    /// Documents roots indexed besides the specs root (`docs`, `README.md`), sorted; absent
+    /// when none, so indexes without documents keep their bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub docs: Vec<String>,
     /// Sorted domain names (multi-domain only; `_shared` included when present).
     #[serde(default)]
     pub domains: Vec<String>,
@@ -107,6 +111,7 @@ impl Manifest {
             kdd_version: "2.0".to_string(),
             structure,
             specs_root: specs_root.to_string(),
+            docs: Vec::new(),
             domains,
             index_level: IndexLevel::L1,
             embedding: None,

@@ -302,7 +302,7 @@ fn load_vectors(
 fn load_record(
     index_dir: &Path,
     repo_root: &Path,
-    specs_root: &str,
+    roots: &crate::roots::Roots,
     stem: &str,
 ) -> Result<(NodeRecord, Vec<LoadedVector>), String> {
     let node_path = index_dir.join("nodes").join(format!("{stem}.json"));
@@ -311,11 +311,11 @@ fn load_record(
         .map_err(|e| e.to_string())?;
     // The committed `source_file` is checked and read under the one rule (`crate::source`):
     // never an absolute path, `..`, a link or a device; anything else is a stale node.
-    let bytes = crate::source::read_spec(repo_root, &node.source_file, specs_root);
+    let bytes = crate::roots::read_source(repo_root, &node.source_file, roots);
     let (fields, sections, stale, extracted) = match bytes {
         Ok(bytes) => {
             let stale = blake3::hash(&bytes).to_hex().as_str() != node.source_hash;
-            let (f, s, x) = parse_spec_full(&node.source_file, &bytes, specs_root);
+            let (f, s, x) = parse_spec_full(&node.source_file, &bytes, &roots.specs);
             (f, s, stale, x)
         }
         Err(_) => (IndexedFields::new(), Vec::new(), true, None),
@@ -439,7 +439,7 @@ pub fn update(
     text: &TextIndex,
     index_dir: &Path,
     repo_root: &Path,
-    specs_root: &str,
+    roots: &crate::roots::Roots,
     full: bool,
 ) -> Result<BuildStats, Error> {
     let t0 = std::time::Instant::now();
@@ -511,7 +511,7 @@ pub fn update(
         .map(|(stem, _)| {
             (
                 (*stem).clone(),
-                load_record(index_dir, repo_root, specs_root, stem),
+                load_record(index_dir, repo_root, roots, stem),
             )
         })
         .collect();

@@ -130,7 +130,7 @@ pub(super) struct Paths<'a> {
     pub(super) index_dir: &'a Path,
     pub(super) repo_root: &'a Path,
     pub(super) root: &'a Path,
-    pub(super) specs_root: &'a str,
+    pub(super) roots: &'a crate::roots::Roots,
 }
 
 /// A generation opened (or built) under the writer lock.
@@ -172,14 +172,13 @@ pub(super) fn update_current(
         }));
     }
     check::unseal(&gen)?;
-    let res = build::update(&store, &text, p.index_dir, p.repo_root, p.specs_root, false).and_then(
-        |stats| {
+    let res =
+        build::update(&store, &text, p.index_dir, p.repo_root, p.roots, false).and_then(|stats| {
             let mut w = store.wtxn()?;
             store.put_meta(&mut w, "fingerprint", &fp)?;
             w.commit().map_err(lm)?;
             Ok(stats)
-        },
-    );
+        });
     match res {
         Ok(stats) => {
             check::seal(&gen)?;
@@ -213,7 +212,7 @@ pub(super) fn build_fresh(p: &Paths, fp: &str) -> Result<Opened, Error> {
     std::fs::create_dir_all(gen.join("text")).map_err(|e| Error::io(&gen, e))?;
     let store = store_for(&gen.join("lmdb"))?;
     let text = TextIndex::create(&gen.join("text"))?;
-    let stats = build::update(&store, &text, p.index_dir, p.repo_root, p.specs_root, true)?;
+    let stats = build::update(&store, &text, p.index_dir, p.repo_root, p.roots, true)?;
     let mut w = store.wtxn()?;
     store.put_meta(&mut w, "version", &CACHE_VERSION)?;
     store.put_meta(&mut w, "fingerprint", &fp)?;

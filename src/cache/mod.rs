@@ -254,11 +254,12 @@ impl Cache {
         let _lock = WriterLock::acquire(root)?;
         // Re-check under the lock: another process may have done the work.
         let fp = fingerprint(index_dir)?;
+        let roots = crate::roots::Roots::new(&manifest.specs_root, &manifest.docs);
         let p = Paths {
             index_dir,
             repo_root,
             root,
-            specs_root: &manifest.specs_root,
+            roots: &roots,
         };
         let mut healed = Vec::new();
         let existing = if opts.force_rebuild {

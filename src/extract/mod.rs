@@ -13,6 +13,7 @@
 //!
 //! Pure: no I/O. One spec's output never depends on another spec.
 
+pub mod docs;
 pub mod fields;
 pub mod links;
 pub mod route;
@@ -43,7 +44,12 @@ pub fn from_document(path: &str, bytes: &[u8], specs_root: &str, doc: Document) 
             message,
         })
     };
-    let kind = route_kind(path, &doc, &loc, &mut diags);
+    let is_doc = docs::is_document(path, specs_root);
+    let kind = if is_doc {
+        docs::KIND
+    } else {
+        route_kind(path, &doc, &loc, &mut diags)
+    };
     let fm = &doc.front_matter;
 
     // Local id.
@@ -65,7 +71,7 @@ pub fn from_document(path: &str, bytes: &[u8], specs_root: &str, doc: Document) 
         }
         _ => stem_id.clone(),
     };
-    let domain = loc.domain.clone();
+    let domain = if is_doc { None } else { loc.domain.clone() };
     let id = match &domain {
         Some(d) => format!("{d}:{}:{local}", kind.id_prefix()),
         None => format!("{}:{local}", kind.id_prefix()),
@@ -91,7 +97,7 @@ pub fn from_document(path: &str, bytes: &[u8], specs_root: &str, doc: Document) 
     }
     aliases.retain(|a| !a.is_empty());
     aliases.dedup();
-    let layer = loc.layer.unwrap_or_else(|| {
+    let layer = loc.layer.filter(|_| !is_doc).unwrap_or_else(|| {
         if kind == Kind::Document {
             Layer::Unknown
         } else {
@@ -112,7 +118,12 @@ pub fn from_document(path: &str, bytes: &[u8], specs_root: &str, doc: Document) 
     let mut sections = doc.sections.clone();
     fields::adjust_keys(kind, &mut sections);
     let eff = fields::effective_keys(&sections);
-    let links = links::records(kind, &doc, &sections, &eff, node.domain.as_deref());
+    let mut links = links::records(kind, &doc, &sections, &eff, node.domain.as_deref());
+    if is_doc {
+        links.extend(docs::markdown_links(path, bytes));
+        links.sort();
+        links.dedup();
+    }
     let fields = fields::indexed_fields(kind, &node, &doc, &sections, &eff);
     Extracted {
         node,

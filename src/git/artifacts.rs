@@ -87,6 +87,7 @@ pub fn derive_manifest<'a>(
     extras: Option<&dyn crate::index::ArtifactExtras>,
 ) -> Vec<u8> {
     let domains: BTreeSet<String> = spec_paths
+        .filter(|p| is_spec_path(&settings.specs_root, p))
         .filter_map(|p| crate::extract::route::locate(p, &settings.specs_root).domain)
         .collect();
     let structure = if domains.iter().any(|d| d != "_shared") {
@@ -99,6 +100,7 @@ pub fn derive_manifest<'a>(
         structure,
         domains.into_iter().collect(),
     );
+    m.docs = settings.docs_roots.clone();
     let old = existing.and_then(|b| serde_json::from_slice::<Manifest>(b).ok());
     if let Some(v) = kdd_yaml
         .and_then(kdd_version)
@@ -150,13 +152,16 @@ pub fn derive_index(
         .iter()
         .find(|(p, _)| *p == yaml)
         .map(|(_, b)| b.as_slice());
-    let ign_path = crate::source::kddignore_path(&settings.specs_root);
-    let ign = match sorted.iter().find(|(p, _)| *p == ign_path) {
-        Some((_, b)) => crate::source::Ignore::from_bytes(&settings.specs_root, b),
-        None => crate::source::Ignore::none(&settings.specs_root),
-    };
+    // Every root's `.kddignore` (specs and documents alike), as `kdd index` reads them.
+    let roots = settings.roots();
+    let ign = crate::roots::Ignores::from_lookup(&roots, |rel| {
+        sorted
+            .iter()
+            .find(|(p, _)| p == rel)
+            .map(|(_, b)| b.clone())
+    });
     for (p, b) in sorted {
-        if !is_spec_path(&settings.specs_root, p) || ign.ignores(p) {
+        if !roots.is_source(p) || ign.ignores(p) {
             continue;
         }
         match derive_spec(settings, p, b, extras) {

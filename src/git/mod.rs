@@ -9,6 +9,7 @@
 
 mod artifacts;
 mod commit;
+pub mod roots;
 
 pub use artifacts::{
     derive_index, derive_manifest, derive_spec, is_spec_path, kdd_yaml_path, Derived, DerivedIndex,

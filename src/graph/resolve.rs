@@ -32,6 +32,20 @@ pub struct Resolver {
     maps: Vec<HashMap<String, Vec<u32>>>,
     entries: Vec<Entry>,
     by_source: HashMap<String, u32>,
+    /// Folded source path without its extension (`docs/guide`, `specs/01-domain/x`): links
+    /// written as paths (`[[docs/guide]]`, a document's `[t](../guide.md)`) resolve by it.
+    by_path: HashMap<String, u32>,
+}
+
+/// The path key of a source file or a path-like link: folded, without `./` or extension.
+fn path_key(p: &str) -> String {
+    let p = p.trim().trim_start_matches("./");
+    let lower = p.to_ascii_lowercase();
+    let cut = [".md", ".markdown", ".feature"]
+        .iter()
+        .find_map(|e| lower.strip_suffix(e).map(str::len))
+        .unwrap_or(p.len());
+    key(&p[..cut])
 }
 
 /// `UC-001-IndexDocument` → `UC-001`; `BR-SESION-001-X` → `BR-SESION-001`; else `None`.
@@ -80,6 +94,7 @@ impl Resolver {
         let mut maps: Vec<HashMap<String, Vec<u32>>> = vec![HashMap::new(); LEVELS];
         let mut entries = Vec::with_capacity(nodes.len());
         let mut by_source = HashMap::with_capacity(nodes.len());
+        let mut by_path = HashMap::with_capacity(nodes.len());
         for (i, n) in nodes.iter().enumerate() {
             let i = i as u32;
             let mut add = |level: usize, k: String| {
@@ -119,11 +134,13 @@ impl Resolver {
                 source: n.source_file.to_lowercase(),
             });
             by_source.insert(n.source_file.clone(), i);
+            by_path.entry(path_key(&n.source_file)).or_insert(i);
         }
         Resolver {
             maps,
             entries,
             by_source,
+            by_path,
         }
     }
 
@@ -194,6 +211,13 @@ impl Resolver {
         let k = key(text);
         if k.is_empty() {
             return None;
+        }
+        if text.contains('/') {
+            if let Some(&i) = self.by_path.get(&path_key(text)) {
+                if self.rank(i, explicit, from_domain).is_some() {
+                    return Some(i as usize);
+                }
+            }
         }
         let short = short_form(text.trim()).map(|s| key(&s));
         for level in 0..LEVELS {

@@ -1,6 +1,7 @@
 //! Index: drive parse → extract → artifact over a specs tree.
 //!
-//! - [`full`] walks the specs root of the work tree (rayon), writes every spec's artifacts,
+//! - [`full`] walks the specs root and the documents roots (`crate::roots`) of the work tree
+//!   (rayon), writes every spec's and document's artifacts,
 //!   removes artifacts of specs that are gone and writes the manifest. Unchanged specs rewrite
 //!   nothing ([`crate::artifact::write_if_changed`]), so a re-run leaves the tree byte-identical.
 //! - [`apply`] is the incremental entry the pre-commit hook calls with staged blob contents
@@ -119,32 +120,25 @@ impl Outcome {
 }
 
 pub use crate::source::is_spec_path;
+pub use roots::{with_manifest_docs, with_manifest_specs_root};
 
-/// When the configured specs root does not exist but the committed manifest names another
-/// one that does (the index was built with `--specs DIR`), use the manifest's.
-pub fn with_manifest_specs_root(mut settings: Settings) -> Settings {
-    if settings.specs_dir().is_dir() {
-        return settings;
-    }
-    if let Ok(m) = read_manifest(&settings.index_dir.join("manifest.json")) {
-        if let Some(rel) = crate::config::normalize_rel(&m.specs_root) {
-            if settings.repo_root.join(&rel).is_dir() {
-                settings.specs_root = rel;
-            }
-        }
-    }
-    settings
-}
+mod roots;
 
 /// Repo-relative paths of every regular spec file in the work tree, sorted, and the per-file
 /// errors of the walk (symlinked or non-regular specs: see [`crate::source`]).
 pub fn list_specs(settings: &Settings) -> Result<(Vec<String>, Vec<Diagnostic>), Error> {
-    let w = crate::source::walk_specs(&settings.repo_root, &settings.specs_root)?;
+    let mut w = crate::source::walk_specs(&settings.repo_root, &settings.specs_root)?;
+    // Documents roots: the same walker and read rule (see `crate::roots`).
+    let d = crate::roots::walk_docs(&settings.repo_root, &settings.roots());
+    w.files.extend(d.files);
+    w.files.sort();
+    w.files.dedup();
+    w.diagnostics.extend(d.diagnostics);
     Ok((w.files, w.diagnostics))
 }
 
 fn read_spec(settings: &Settings, path: &str) -> Result<Vec<u8>, Diagnostic> {
-    crate::source::read_spec(&settings.repo_root, path, &settings.specs_root)
+    crate::roots::read_source(&settings.repo_root, path, &settings.roots())
         .map_err(|e| e.diagnostic())
 }
 
@@ -298,6 +292,7 @@ fn build_manifest(
     {
         m.kdd_version = v;
     }
+    m.docs = settings.docs_roots.clone();
     if let Some(e) = &existing {
         m.index_level = e.index_level;
         m.embedding = e.embedding.clone();
@@ -326,7 +321,11 @@ pub fn full(settings: &Settings, opts: &Options<'_>) -> Result<Outcome, Error> {
     };
     let mut out = Outcome {
         files: files.len() + walk_diags.len(),
-        failed: walk_diags.len(),
+        // A missing documents root is a warning, not a failed file.
+        failed: walk_diags
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count(),
         diagnostics: walk_diags,
         ..Outcome::default()
     };
@@ -492,7 +491,7 @@ pub fn apply_with(
     for s in changed {
         if s.path == kdd_yaml {
             kv = kdd_version(&s.bytes);
-        } else if is_spec_path(&s.path, &settings.specs_root) {
+        } else if settings.roots().is_source(&s.path) {
             specs.push(s);
         }
     }

@@ -244,6 +244,8 @@ pub fn merge_manifests(
             &ours.specs_root,
             &theirs.specs_root,
         ),
+        // Documents roots: the union (a root added on either side stays indexed).
+        docs: crate::roots::Roots::new("", &[ours.docs.clone(), theirs.docs.clone()].concat()).docs,
         domains: domains.into_iter().collect(),
         embedding: if index_level == IndexLevel::L2 {
             embedding

@@ -16,6 +16,7 @@ pub mod gherkin;
 pub mod heading;
 pub mod limits;
 mod markdown;
+pub mod mdlink;
 pub mod wikilink;
 pub mod yaml;
 

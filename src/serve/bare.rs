@@ -3,8 +3,9 @@
 //! built from that mirror. This is the engine of `kdd serve --ref` and of the `post-receive`
 //! hook.
 //!
-//! Layout: `<cache dir>/serve/<ref>-<hash>/` holds `tree/` (only `<specs root>/**` and
-//! `.kdd-index/**`, regular files only), `cache/` (the LMDB + tantivy cache of that tree),
+//! Layout: `<cache dir>/serve/<ref>-<hash>/` holds `tree/` (only `<specs root>/**`, the
+//! documents of the documents roots — configured, else those the ref's manifest records, see
+//! `crate::roots` — and `.kdd-index/**`, regular files only), `cache/` (the LMDB + tantivy cache of that tree),
 //! `state` (the commit mirrored, written last), `dirty` (present while a sync is in flight: a
 //! crash leaves it and the next sync re-mirrors everything) and `lock` (one syncer at a time).
 //!
@@ -78,6 +79,8 @@ pub struct Mirror {
     pub root: PathBuf,
     pub git_dir: PathBuf,
     pub specs_root: String,
+    /// Configured documents roots; empty: the ones the mirrored tree's manifest records.
+    pub docs_roots: Vec<String>,
 }
 
 /// `refs/heads/main` / `main` → a safe folder name.
@@ -131,6 +134,7 @@ impl Mirror {
             root: settings.cache_dir.join("serve").join(folder_for(rev)),
             git_dir: settings.git_common_dir.clone(),
             specs_root: settings.specs_root.clone(),
+            docs_roots: settings.docs_roots.clone(),
         }
     }
 
@@ -177,21 +181,41 @@ impl Mirror {
     }
 
     /// Settings pointing at the mirror as a repository root (for re-derivation).
-    fn settings(&self) -> Settings {
-        Settings {
+    pub fn settings(&self) -> Settings {
+        crate::index::with_manifest_docs(Settings {
             repo_root: self.tree(),
             git_common_dir: self.git_dir.clone(),
             bare: false,
             specs_root: self.specs_root.clone(),
+            docs_roots: self.docs_roots.clone(),
             index_dir: self.index_dir(),
             cache_dir: self.root.clone(),
+        })
+    }
+
+    /// The roots mirrored at `rev`: the configured ones, else those its manifest records.
+    fn roots_at(&self, arts: &git::Entries, repo: &gix::Repository) -> crate::roots::Roots {
+        let mut docs = self.docs_roots.clone();
+        if docs.is_empty() {
+            if let Some(id) = arts.get(&format!("{INDEX_DIR}/manifest.json")) {
+                docs = git::read_blob(repo, *id)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<crate::artifact::Manifest>(&b).ok())
+                    .map(|m| m.docs)
+                    .unwrap_or_default();
+            }
         }
+        crate::roots::Roots::new(&self.specs_root, &docs)
     }
 
     fn entries(&self, repo: &gix::Repository, rev: &str) -> Result<git::Entries, Error> {
         let mut out = git::tree_entries(repo, rev, INDEX_DIR)?;
+        let roots = self.roots_at(&out, repo);
         out.extend(git::tree_entries(repo, rev, &self.specs_root)?);
-        out.retain(|p, _| wanted(&self.specs_root, p));
+        for d in &roots.docs {
+            out.extend(git::roots::tree_root_entries(repo, rev, d)?.0);
+        }
+        out.retain(|p, _| wanted(&self.specs_root, p) || (wanted("", p) && roots.is_doc(p)));
         Ok(out)
     }
 
@@ -226,6 +250,7 @@ impl Mirror {
         }
         std::fs::write(&dirty, b"sync in progress\n").map_err(io(&dirty))?;
         let new = self.entries(&repo, &to_hex)?;
+        let roots = self.roots_at(&new, &repo);
         let old = match &from {
             // The old commit may be gone (force push + gc): then re-mirror everything.
             Some(f) => self.entries(&repo, f).ok(),
@@ -260,7 +285,7 @@ impl Mirror {
             crate::artifact::write_if_changed(&abs, &bytes)
                 .map_err(|e| Error::Index(e.to_string()))?;
             report.written += 1;
-            if git::is_spec_path(&self.specs_root, p) {
+            if roots.is_source(p) {
                 changed_specs.push((p.clone(), bytes));
             }
         }
@@ -272,11 +297,11 @@ impl Mirror {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io(&abs)(e)),
             }
-            if git::is_spec_path(&self.specs_root, p) {
+            if roots.is_source(p) {
                 deleted_specs.push(p.clone());
             }
         }
-        self.heal(&new, changed_specs, deleted_specs, &mut report)?;
+        self.heal(&new, &roots, changed_specs, deleted_specs, &mut report)?;
         report.millis = t0.elapsed().as_millis() as u64;
         let last = self.root.join(LAST_SYNC);
         let _ = crate::artifact::write_if_changed(
@@ -297,6 +322,7 @@ impl Mirror {
     fn heal(
         &self,
         new: &git::Entries,
+        roots: &crate::roots::Roots,
         changed: Vec<(String, Vec<u8>)>,
         deleted: Vec<String>,
         report: &mut SyncReport,
@@ -321,7 +347,7 @@ impl Mirror {
                 .push(n.source_hash.as_str());
         }
         // Specs excluded by the mirrored `.kddignore` are not indexed (as in `kdd index`).
-        let ign = crate::source::Ignore::load(&self.tree(), &self.specs_root);
+        let ign = crate::roots::Ignores::load(&self.tree(), roots);
         let mut stale = Vec::new();
         for (p, bytes) in changed.into_iter().filter(|(p, _)| !ign.ignores(p)) {
             let h = blake3::hash(&bytes).to_hex().to_string();

@@ -398,6 +398,8 @@ impl Engine {
         }
         let (_, repo_root, _) = self.paths();
         let on_disk = bare::specs_in(&repo_root, &self.settings.specs_root);
+        let roots =
+            crate::roots::Roots::new(&self.settings.specs_root, &loaded.cache.manifest().docs);
         let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
         let mut scan = StaleScan::default();
         let mut seen = BTreeSet::new();
@@ -405,7 +407,7 @@ impl Engine {
             seen.insert(file.as_str());
             let abs = repo_root.join(file);
             // Committed paths are checked before any stat or read (see `crate::source`).
-            let checked = crate::source::check_rel(file, &self.settings.specs_root);
+            let checked = crate::roots::check_source(file, &roots);
             let Ok(md) = checked.and_then(|_| {
                 std::fs::symlink_metadata(&abs).map_err(|source| crate::source::Error::Io {
                     path: file.clone(),
@@ -424,7 +426,7 @@ impl Engine {
             let h = match memo.get(file) {
                 Some((l, m, h)) if *l == md.len() && *m == mtime => h.clone(),
                 _ => {
-                    let h = crate::source::read_spec(&repo_root, file, &self.settings.specs_root)
+                    let h = crate::roots::read_source(&repo_root, file, &roots)
                         .map(|b| blake3::hash(&b).to_hex().to_string())
                         .unwrap_or_default();
                     memo.insert(file.clone(), (md.len(), mtime, h.clone()));

@@ -4,10 +4,12 @@
 // ../shared are ignored with the reason when it is absent (cfgs set by build.rs).
 #![allow(clippy::print_stdout)]
 
+mod bare_cli;
 mod cache;
 mod cli_errors;
 mod core;
 mod demo;
+mod docs;
 mod embed;
 mod fuzz_parse;
 mod git;

@@ -1,7 +1,7 @@
 //! `kdd context --hint H [--hint H…]`: what an agent must know before touching some code
 //! (QRY-007), as JSON, YAML or a markdown context pack.
 
-use super::query::{fail, open_cache};
+use super::query::{fail, open_cache_at};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::query::{self, render, ContextRequest};
 
@@ -17,6 +17,8 @@ pub enum Format {
 /// Arguments of `kdd context`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    pub at: super::at_ref::RefArg,
     /// A file path, node id, name or keyword (repeatable).
     #[arg(long = "hint", value_name = "HINT")]
     pub hints: Vec<String>,
@@ -41,7 +43,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     if hints.iter().all(|h| h.trim().is_empty()) {
         return fail(global, &query::Error::EmptyHints);
     }
-    let cache = match open_cache(global, false) {
+    let cache = match open_cache_at(global, false, args.at.get()) {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };

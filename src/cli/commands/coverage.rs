@@ -1,19 +1,21 @@
 //! `kdd coverage <node>`: which related artifacts a node has and lacks (QRY-005).
 
-use super::query::{fail, hl, open_cache};
+use super::query::{fail, hl, open_cache_at};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::query::{self, CoverageRequest};
 
 /// Arguments of `kdd coverage`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    pub at: super::at_ref::RefArg,
     /// Full id (`Entity:Pedido`), short id (`UC-004`), file stem or path.
     pub node: String,
 }
 
 /// Run the subcommand. Exit 1 when something required is missing.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    let cache = match open_cache(global, false) {
+    let cache = match open_cache_at(global, false, args.at.get()) {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };

@@ -1,6 +1,6 @@
 //! `kdd graph <node>`: the subgraph around a node (QRY-001) as JSON, text, Mermaid or DOT.
 
-use super::query::{fail, hl, open_cache, parse_kind};
+use super::query::{fail, hl, open_cache_at, parse_kind};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::query::{self, render, GraphRequest};
 use crate::spec::Kind;
@@ -17,6 +17,8 @@ pub enum Format {
 /// Arguments of `kdd graph`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    pub at: super::at_ref::RefArg,
     /// Full id (`Entity:Pedido`), short id (`UC-004`), file stem or path.
     pub node: String,
     /// Hops to follow (1–5).
@@ -45,7 +47,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         kinds: args.kind.clone(),
         respect_layers: !args.no_respect_layers,
     };
-    let cache = match open_cache(global, false) {
+    let cache = match open_cache_at(global, false, args.at.get()) {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };

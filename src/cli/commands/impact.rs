@@ -1,12 +1,14 @@
 //! `kdd impact <node>`: what a change to a node affects (QRY-004).
 
-use super::query::{fail, hl, open_cache};
+use super::query::{fail, hl, open_cache_at};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::query::{self, ChangeType, ImpactRequest};
 
 /// Arguments of `kdd impact`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    pub at: super::at_ref::RefArg,
     /// Full id (`Entity:Pedido`), short id (`UC-004`), file stem or path.
     pub node: String,
     /// `modify_attribute` (default), `add_attribute`, `remove` or `rename`.
@@ -23,7 +25,7 @@ fn parse_change(s: &str) -> Result<ChangeType, String> {
 
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    let cache = match open_cache(global, false) {
+    let cache = match open_cache_at(global, false, args.at.get()) {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };

@@ -13,6 +13,12 @@ pub struct Args {
     /// Do not print warnings (errors and the summary are still printed).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Documents roots to index besides the specs (comma-separated folders or files relative
+    /// to the repository root, e.g. `docs,adr,README.md`; default: $KDD_DOCS, `git config
+    /// kdd.docs`, else the roots the committed manifest records). Recorded in the manifest, so
+    /// the hook and other clones keep them; `--docs ""` removes every document.
+    #[arg(long, value_name = "LIST")]
+    pub docs: Option<String>,
 }
 
 /// Runs with at least this many files report progress.
@@ -20,10 +26,16 @@ const PROGRESS_MIN: usize = 500;
 
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    let settings = crate::index::with_manifest_specs_root(global.settings()?);
+    let mut settings = crate::index::with_manifest_specs_root(global.settings()?);
+    // Explicit `--docs` wins over the manifest's roots (`--docs ""` stops indexing documents).
+    if let Some(list) = &args.docs {
+        settings.docs_roots = crate::roots::parse_docs(list).map_err(anyhow::Error::msg)?;
+    }
     if settings.bare {
         anyhow::bail!(
-            "{}: bare repository; `kdd index` needs a work tree (the post-receive hook indexes bare repos)",
+            "{}: bare repository; `kdd index` needs a work tree: run it in a clone, commit and push \
+             (the post-receive hook keeps the server's cache fresh); read commands work here \
+             (`kdd -C <repo> query|search|status|graph|impact|context … [--ref REF]`)",
             settings.repo_root.display()
         );
     }

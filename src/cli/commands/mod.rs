@@ -1,4 +1,5 @@
 //! One module per subcommand: each has `Args` (clap) and `run`.
+pub mod at_ref;
 pub mod context;
 pub mod coverage;
 pub mod doctor;

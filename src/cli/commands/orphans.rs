@@ -1,12 +1,14 @@
 //! `kdd orphans`: links whose target does not exist.
 
-use super::query::{fail, open_cache};
+use super::query::{fail, open_cache_at};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::query::{self, OrphansRequest};
 
 /// Arguments of `kdd orphans`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    pub at: super::at_ref::RefArg,
     /// Only links of these edge types (comma-separated).
     #[arg(long, value_delimiter = ',')]
     pub edge_type: Vec<String>,
@@ -14,7 +16,7 @@ pub struct Args {
 
 /// Run the subcommand. Exit 1 when there are orphan links (usable as a check).
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    let cache = match open_cache(global, false) {
+    let cache = match open_cache_at(global, false, args.at.get()) {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };

@@ -8,6 +8,8 @@ use crate::spec::{Kind, Layer};
 /// Arguments of `kdd query`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    pub at: super::at_ref::RefArg,
     /// What to look for, in natural language (≥ 3 characters).
     pub text: String,
     /// Only these kinds (repeatable or comma-separated: `business-rule,use-case`).
@@ -59,10 +61,27 @@ pub fn open_cache(
     global: &GlobalArgs,
     want_embedder: bool,
 ) -> Result<crate::cache::Cache, query::Error> {
-    let settings = global
-        .settings()
-        .map_err(|e| query::Error::IndexUnavailable(format!("{e:#}")))?;
-    let mut cache = query::open(&settings)?;
+    open_cache_at(global, want_embedder, None)
+}
+
+/// [`open_cache`] at a ref (`--ref`; a bare repository reads its served ref: see
+/// [`super::at_ref`]).
+pub fn open_cache_at(
+    global: &GlobalArgs,
+    want_embedder: bool,
+    rev: Option<&str>,
+) -> Result<crate::cache::Cache, query::Error> {
+    let unavailable = |e: anyhow::Error| query::Error::IndexUnavailable(format!("{e:#}"));
+    let (settings, mirror) = super::at_ref::settings(global, rev).map_err(unavailable)?;
+    let mut cache = match mirror {
+        Some(m) => crate::cache::Cache::open_paths(
+            &m.index_dir(),
+            &m.tree(),
+            &m.cache_root(),
+            &crate::cache::OpenOptions::default(),
+        )?,
+        None => query::open(&settings)?,
+    };
     for why in cache.healed() {
         output::warn(&format!(
             "the query cache was damaged ({why}); rebuilt it into a fresh generation"
@@ -196,7 +215,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     if let Some(e) = query::check_text(&req.query) {
         return fail(global, &e);
     }
-    let cache = match open_cache(global, true) {
+    let cache = match open_cache_at(global, true, args.at.get()) {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };

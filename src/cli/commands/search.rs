@@ -1,6 +1,6 @@
 //! `kdd search "<text>" --semantic | --lexical`: a single retrieval strategy (QRY-002 / BM25).
 
-use super::query::{fail, open_cache, parse_kind, parse_layer, print_hits};
+use super::query::{fail, open_cache_at, parse_kind, parse_layer, print_hits};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::query::{self, SearchMode, SearchRequest};
 use crate::spec::{Kind, Layer};
@@ -9,6 +9,8 @@ use crate::spec::{Kind, Layer};
 #[derive(Debug, Clone, clap::Args)]
 #[command(group(clap::ArgGroup::new("mode").required(true).args(["semantic", "lexical"])))]
 pub struct Args {
+    #[command(flatten)]
+    pub at: super::at_ref::RefArg,
     /// What to look for (≥ 3 characters).
     pub text: String,
     /// Embedding similarity only (needs an L2 index and the model).
@@ -45,7 +47,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         min_score: args.min_score,
         expansion: Default::default(),
     };
-    let cache = match open_cache(global, args.semantic) {
+    let cache = match open_cache_at(global, args.semantic, args.at.get()) {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };

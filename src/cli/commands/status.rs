@@ -14,6 +14,8 @@ use std::collections::{BTreeMap, HashMap};
 /// Arguments of `kdd status`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    pub at: super::at_ref::RefArg,
     /// How many items of each list to print in text mode (0 = all).
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
@@ -32,6 +34,10 @@ pub struct Stale {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub specs_root: String,
+    /// Documents roots indexed besides the specs (`kdd.docs`; omitted when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub docs_roots: Vec<String>,
+    /// Spec and document files found.
     pub spec_files: usize,
     pub nodes: usize,
     pub edges: usize,
@@ -83,7 +89,8 @@ pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
     let mut unindexed = Vec::new();
     let mut files_with_errors = walk_diags;
     if !settings.bare {
-        let read = |f: &str| crate::source::read_spec(&settings.repo_root, f, &settings.specs_root);
+        let roots = settings.roots();
+        let read = |f: &str| crate::roots::read_source(&settings.repo_root, f, &roots);
         for n in &graph.nodes {
             match read(&n.source_file) {
                 Ok(b) => {
@@ -145,6 +152,7 @@ pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
         .collect();
     Ok(Report {
         specs_root: settings.specs_root.clone(),
+        docs_roots: settings.docs_roots.clone(),
         spec_files: files.len(),
         nodes: graph.nodes.len(),
         edges: graph.edges.len(),
@@ -187,15 +195,22 @@ fn section<T>(out: &mut String, title: &str, items: &[T], limit: usize, f: impl 
 
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    let settings = crate::index::with_manifest_specs_root(global.settings()?);
+    let settings = match super::at_ref::settings(global, args.at.get())? {
+        (s, Some(_)) => s,
+        (s, None) => crate::index::with_manifest_specs_root(s),
+    };
     let r = report(&settings)?;
     if global.json {
         output::json(&r)?;
         return Ok(ExitStatus::Success);
     }
     let mut out = String::new();
+    let docs = match r.docs_roots.is_empty() {
+        true => String::new(),
+        false => format!(" + documents: {}", r.docs_roots.join(", ")),
+    };
     out.push_str(&format!(
-        "specs root: {} ({} spec files)\nnodes: {}   edges: {}\n",
+        "specs root: {}{docs} ({} files)\nnodes: {}   edges: {}\n",
         r.specs_root, r.spec_files, r.nodes, r.edges
     ));
     let kinds: Vec<String> = r.kinds.iter().map(|(k, v)| format!("{k} {v}")).collect();

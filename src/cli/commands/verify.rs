@@ -71,6 +71,29 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
         .iter()
         .find(|(p, _)| p == &format!("{}/manifest.json", crate::artifact::INDEX_DIR))
         .map(|(_, b)| b.clone());
+    // Documents roots: configured, else those the manifest records; their files join the specs.
+    let mut settings = settings.clone();
+    if settings.docs_roots.is_empty() {
+        settings.docs_roots = manifest
+            .as_deref()
+            .and_then(|b| serde_json::from_slice::<crate::artifact::Manifest>(b).ok())
+            .map(|m| m.docs)
+            .unwrap_or_default();
+    }
+    let settings = &settings;
+    let (mut specs, mut links) = (specs, links);
+    for d in &settings.docs_roots {
+        let (entries, l) = match rev {
+            Some(r) => git::roots::tree_root_entries(&repo, r, d)?,
+            None => git::roots::index_root_entries(&git::load_index(&repo)?, d),
+        };
+        for (p, id) in entries {
+            specs.push((p, git::read_blob(&repo, id)?));
+        }
+        links.extend(l);
+    }
+    specs.sort();
+    specs.dedup_by(|a, b| a.0 == b.0);
     let actual: BTreeMap<String, Vec<u8>> = arts
         .into_iter()
         .map(|(p, b)| (p[crate::artifact::INDEX_DIR.len() + 1..].to_string(), b))
@@ -88,15 +111,13 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
         .map(|a| a as &dyn crate::index::ArtifactExtras);
     let derived = git::derive_index(settings, &specs, manifest.as_deref(), extras);
     let expected = &derived.files;
-    let root = settings.specs_root.as_str();
-    let ign_path = crate::source::kddignore_path(root);
-    let ign = match specs.iter().find(|(p, _)| *p == ign_path) {
-        Some((_, b)) => crate::source::Ignore::from_bytes(root, b),
-        None => crate::source::Ignore::none(root),
-    };
+    let roots = settings.roots();
+    let ign = crate::roots::Ignores::from_lookup(&roots, |rel| {
+        specs.iter().find(|(p, _)| p == rel).map(|(_, b)| b.clone())
+    });
     let mut diags = derived.diagnostics.clone();
     diags.extend(crate::source::link_errors(links, |p| {
-        git::is_spec_path(root, p) && !ign.ignores(p)
+        roots.is_source(p) && !ign.ignores(p)
     }));
     diags.sort();
     let mut m = Mismatch {

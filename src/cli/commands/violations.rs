@@ -1,6 +1,6 @@
 //! `kdd violations`: edges that break the layer rule BR-LAYER-001 (QRY-006).
 
-use super::query::{fail, open_cache, parse_kind, parse_layer};
+use super::query::{fail, open_cache_at, parse_kind, parse_layer};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::query::{self, ViolationsRequest};
 use crate::spec::{Kind, Layer};
@@ -8,6 +8,8 @@ use crate::spec::{Kind, Layer};
 /// Arguments of `kdd violations`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    pub at: super::at_ref::RefArg,
     /// Only violations whose source node has one of these kinds.
     #[arg(long, value_delimiter = ',', value_parser = parse_kind)]
     pub kind: Vec<Kind>,
@@ -18,7 +20,7 @@ pub struct Args {
 
 /// Run the subcommand. Exit 1 when there are violations (usable as a check).
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    let cache = match open_cache(global, false) {
+    let cache = match open_cache_at(global, false, args.at.get()) {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };

@@ -1,0 +1,157 @@
+//! `kdd -C server.git <read command>`: read commands answer from the tree of a ref of a bare
+//! repository (default: the served ref, else HEAD's branch; `--ref` to pick another), the mirror
+//! is refreshed lazily when the ref moves, and `kdd index` there says what to do.
+
+use crate::repo::{text, Repo};
+
+fn entity(id: &str, body: &str) -> String {
+    format!("---\nid: {id}\nkind: entity\n---\n# {id}\n\n{body}\n")
+}
+
+/// A bare `server.git` and a clone `a` that pushed one indexed spec to `main`.
+fn pushed() -> (Repo, std::path::PathBuf, Repo) {
+    let origin = Repo::new();
+    let bare = origin.tmp.path().join("server.git");
+    origin.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
+    let a = origin.at(origin.tmp.path().join("a"));
+    origin.git(&[
+        "clone",
+        "-q",
+        bare.to_str().unwrap(),
+        a.dir.to_str().unwrap(),
+    ]);
+    a.git(&["config", "user.name", "A"]);
+    a.git(&["config", "user.email", "a@kdd.invalid"]);
+    a.write(
+        "specs/01-domain/entities/Pedido.md",
+        &entity(
+            "Pedido",
+            "Un pedido agrupa las lineas de compra de un cliente.",
+        ),
+    );
+    commit_indexed(&a, "pedido");
+    a.git(&["push", "-q", "origin", "HEAD:main"]);
+    (origin, bare, a)
+}
+
+fn commit_indexed(r: &Repo, msg: &str) {
+    let o = r.kdd(&["index", "-q"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", msg]);
+}
+
+fn ids(o: &std::process::Output) -> Vec<String> {
+    let (out, err) = text(o);
+    // 1: nothing matched (still a JSON answer).
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{out}\n{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|h| h["node_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn read_commands_answer_from_a_bare_repository() {
+    let (origin, bare, a) = pushed();
+    let b = bare.to_str().unwrap();
+    // Default ref: HEAD's branch (main). No post-receive hook is installed: the first read
+    // mirrors the tree itself.
+    let o = origin.kdd(&["-C", b, "--json", "query", "lineas de compra del cliente"]);
+    assert_eq!(ids(&o), vec!["Entity:Pedido"]);
+    for args in [
+        vec!["status", "--json"],
+        vec!["graph", "Entity:Pedido"],
+        vec!["impact", "Entity:Pedido"],
+        vec!["search", "--lexical", "pedido"],
+        vec!["context", "--hint", "Pedido"],
+    ] {
+        let mut full = vec!["-C", b];
+        full.extend(&args);
+        let o = origin.kdd(&full);
+        let (out, err) = text(&o);
+        assert!(
+            matches!(o.status.code(), Some(0 | 1)),
+            "{args:?}: {out}\n{err}"
+        );
+        assert!(
+            out.contains("Pedido") || out.contains("\"nodes\": 1"),
+            "{args:?}: {out}"
+        );
+    }
+
+    // A branch pushed later: `--ref` reads it; the default still reads main.
+    a.git(&["checkout", "-q", "-b", "feature"]);
+    a.write(
+        "specs/01-domain/entities/Factura.md",
+        &entity(
+            "Factura",
+            "La factura resume el importe cobrado de un pedido.",
+        ),
+    );
+    commit_indexed(&a, "factura");
+    a.git(&["push", "-q", "origin", "feature"]);
+    let q = ["-C", b, "--json", "query", "importe cobrado de la factura"];
+    assert!(!ids(&origin.kdd(&q)).contains(&"Entity:Factura".to_string()));
+    for r in ["feature", "refs/heads/feature"] {
+        let mut args = q.to_vec();
+        args.extend(["--ref", r]);
+        assert_eq!(ids(&origin.kdd(&args))[0], "Entity:Factura", "--ref {r}");
+    }
+    // The served ref (kdd.serveRef) becomes the default.
+    origin.git(&["-C", b, "config", "kdd.serveRef", "feature"]);
+    assert_eq!(ids(&origin.kdd(&q))[0], "Entity:Factura");
+    origin.git(&["-C", b, "config", "--unset", "kdd.serveRef"]);
+
+    // main moves: the next read refreshes the mirror lazily.
+    a.git(&["checkout", "-q", "main"]);
+    a.git(&["merge", "-q", "--ff-only", "feature"]);
+    a.git(&["push", "-q", "origin", "main"]);
+    assert_eq!(ids(&origin.kdd(&q))[0], "Entity:Factura");
+
+    // An unknown ref and `kdd index` are clear errors; nothing is written into the repository
+    // but the cache directory.
+    let o = origin.kdd(&["-C", b, "query", "pedido", "--ref", "nope"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("`nope`") && err.contains("--ref"), "{err}");
+    let o = origin.kdd(&["-C", b, "index"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("bare repository") && err.contains("clone") && err.contains("query"),
+        "{err}"
+    );
+    let mut entries: Vec<String> = std::fs::read_dir(&bare)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    entries.sort();
+    assert!(
+        !entries.iter().any(|e| e == ".kdd-index" || e == "specs"),
+        "{entries:?}"
+    );
+}
+
+#[test]
+fn read_commands_take_ref_in_a_work_tree() {
+    let (_origin, _bare, a) = pushed();
+    a.git(&["checkout", "-q", "-b", "next"]);
+    a.write(
+        "specs/01-domain/entities/Factura.md",
+        &entity(
+            "Factura",
+            "La factura resume el importe cobrado de un pedido.",
+        ),
+    );
+    commit_indexed(&a, "factura");
+    a.git(&["checkout", "-q", "main"]);
+    let q = ["--json", "query", "importe cobrado de la factura"];
+    assert!(!ids(&a.kdd(&q)).contains(&"Entity:Factura".to_string()));
+    let mut args = q.to_vec();
+    args.extend(["--ref", "next"]);
+    assert_eq!(ids(&a.kdd(&args))[0], "Entity:Factura");
+}
