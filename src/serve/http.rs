@@ -18,9 +18,10 @@
 //! `Host` that is not `localhost` or a loopback address is 403 (DNS-rebinding guard).
 //! Timeouts and the connection cap live one layer down, in [`super::conn`].
 
-use super::api::{self, ApiError};
+use super::api::ApiError;
 pub use super::guard::{check_token, MIN_TOKEN_LEN};
 use super::guard::{ct_eq, host_error};
+use super::routes;
 use super::Engine;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -148,13 +149,13 @@ pub fn router(engine: Arc<Engine>, opts: Options) -> Router {
     };
     Router::new()
         .route("/health", get(health))
-        .route("/v1/retrieve/search", post(search))
-        .route("/v1/retrieve/context", post(context))
-        .route("/v1/retrieve/context-hints", post(context_hints))
-        .route("/v1/retrieve/graph", get(graph))
-        .route("/v1/retrieve/impact", get(impact))
-        .route("/v1/retrieve/coverage", get(coverage))
-        .route("/v1/retrieve/layer-violations", get(violations))
+        .route("/v1/retrieve/search", post(routes::search))
+        .route("/v1/retrieve/context", post(routes::context))
+        .route("/v1/retrieve/context-hints", post(routes::context_hints))
+        .route("/v1/retrieve/graph", get(routes::graph))
+        .route("/v1/retrieve/impact", get(routes::impact))
+        .route("/v1/retrieve/coverage", get(routes::coverage))
+        .route("/v1/retrieve/layer-violations", get(routes::violations))
         .merge(super::sync::routes(&state.engine))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -302,7 +303,7 @@ async fn health(State(st): State<AppState>) -> Response {
 }
 
 /// Run `f` on the blocking pool against a fresh cache, under the deadline.
-async fn run<T, F>(st: &AppState, rid: &str, f: F) -> Result<Result<T, ApiError>, ()>
+pub(super) async fn run<T, F>(st: &AppState, rid: &str, f: F) -> Result<Result<T, ApiError>, ()>
 where
     T: Send + 'static,
     F: Fn(&crate::cache::Cache) -> Result<T, ApiError> + Send + 'static,
@@ -337,7 +338,7 @@ where
     }
 }
 
-fn timeout_error(st: &AppState) -> ApiError {
+pub(super) fn timeout_error(st: &AppState) -> ApiError {
     ApiError::new(
         504,
         "TIMEOUT",
@@ -348,7 +349,7 @@ fn timeout_error(st: &AppState) -> ApiError {
     )
 }
 
-fn finish<T: Serialize>(
+pub(super) fn finish<T: Serialize>(
     st: &AppState,
     rid: String,
     r: Result<Result<T, ApiError>, ()>,
@@ -360,7 +361,7 @@ fn finish<T: Serialize>(
     }
 }
 
-fn body_bytes(
+pub(super) fn body_bytes(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
     max: usize,
@@ -393,7 +394,7 @@ fn body_bytes(
 
 /// GET parameters as a JSON object: repeated keys become arrays; numbers and booleans of the
 /// known numeric/boolean parameters are converted.
-fn params_value(
+pub(super) fn params_value(
     q: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<serde_json::Value, ApiError> {
     let Query(pairs) =
@@ -425,183 +426,6 @@ fn params_value(
         }
     }
     Ok(serde_json::Value::Object(map))
-}
-
-macro_rules! rid {
-    ($req:expr) => {
-        $req.map(|r| r.0 .0).unwrap_or_default()
-    };
-}
-
-async fn search(
-    State(st): State<AppState>,
-    rid: Option<axum::Extension<Rid>>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let rid = rid!(rid);
-    let req = match body_bytes(&headers, body, st.opts.max_body)
-        .and_then(|b| api::decode::<api::SearchBody>(&b))
-        .and_then(|b| b.validate())
-    {
-        Ok(r) => r,
-        Err(e) => return Fail(e, rid).into_response(),
-    };
-    let r = run(&st, &rid, move |c| api::run_search(c, &req)).await;
-    finish(&st, rid, r)
-}
-
-async fn context(
-    State(st): State<AppState>,
-    rid: Option<axum::Extension<Rid>>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let rid = rid!(rid);
-    let plan = match body_bytes(&headers, body, st.opts.max_body)
-        .and_then(|b| api::decode::<api::ContextBody>(&b))
-        .and_then(|b| b.plan(8000))
-    {
-        Ok(p) => p,
-        Err(e) => return Fail(e, rid).into_response(),
-    };
-    let p2 = plan.clone();
-    match run(&st, &rid, move |c| api::run_context(c, &p2)).await {
-        Err(()) => {
-            // Partial results: the lexical ranking alone, without graph expansion.
-            let mut lex = plan.clone();
-            lex.strategy = api::Strategy::Lexical;
-            let fallback = tokio::time::timeout(
-                st.opts.timeout / 2,
-                run(&st, &rid, move |c| api::run_context(c, &lex)),
-            )
-            .await;
-            let mut resp = match fallback {
-                Ok(Ok(Ok(r))) => r,
-                _ => crate::query::HybridResponse {
-                    results: Vec::new(),
-                    graph_expansion: Vec::new(),
-                    warnings: Vec::new(),
-                    total_results: 0,
-                    total_tokens: 0,
-                    expanded_with: Vec::new(),
-                },
-            };
-            resp.warnings.push(crate::query::Warning::new(
-                "TIMEOUT",
-                format!(
-                    "hybrid retrieval did not finish within {} ms; partial results (lexical only, \
-                     no graph expansion)",
-                    st.opts.timeout.as_millis()
-                ),
-            ));
-            json_ok(&resp)
-        }
-        ok => finish(&st, rid, ok),
-    }
-}
-
-async fn context_hints(
-    State(st): State<AppState>,
-    rid: Option<axum::Extension<Rid>>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let rid = rid!(rid);
-    let req = match body_bytes(&headers, body, st.opts.max_body)
-        .and_then(|b| api::decode::<api::HintsBody>(&b))
-        .and_then(|b| b.validate(4000))
-    {
-        Ok(r) => r,
-        Err(e) => return Fail(e, rid).into_response(),
-    };
-    let r = run(&st, &rid, move |c| Ok(crate::query::context(c, &req)?)).await;
-    finish(&st, rid, r)
-}
-
-/// A GET route: decode + validate the query string into a request, run `query` on the cache
-/// under the deadline, answer its JSON (or the error).
-async fn get_route<P, Req, T>(
-    st: AppState,
-    rid: String,
-    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
-    validate: fn(&P) -> Result<Req, ApiError>,
-    query: fn(&crate::cache::Cache, &Req) -> Result<T, crate::query::Error>,
-) -> Response
-where
-    P: serde::de::DeserializeOwned,
-    Req: Send + 'static,
-    T: Serialize + Send + 'static,
-{
-    let req = match params_value(q)
-        .and_then(api::decode_value::<P>)
-        .and_then(|p| validate(&p))
-    {
-        Ok(r) => r,
-        Err(e) => return Fail(e, rid).into_response(),
-    };
-    let r = run(&st, &rid, move |c| Ok(query(c, &req)?)).await;
-    finish(&st, rid, r)
-}
-
-async fn graph(
-    State(st): State<AppState>,
-    rid: Option<axum::Extension<Rid>>,
-    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Response {
-    get_route(
-        st,
-        rid!(rid),
-        q,
-        api::GraphParams::validate,
-        crate::query::graph,
-    )
-    .await
-}
-
-async fn impact(
-    State(st): State<AppState>,
-    rid: Option<axum::Extension<Rid>>,
-    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Response {
-    get_route(
-        st,
-        rid!(rid),
-        q,
-        api::ImpactParams::validate,
-        crate::query::impact,
-    )
-    .await
-}
-
-async fn coverage(
-    State(st): State<AppState>,
-    rid: Option<axum::Extension<Rid>>,
-    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Response {
-    get_route(
-        st,
-        rid!(rid),
-        q,
-        api::CoverageParams::validate,
-        crate::query::coverage,
-    )
-    .await
-}
-
-async fn violations(
-    State(st): State<AppState>,
-    rid: Option<axum::Extension<Rid>>,
-    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Response {
-    get_route(
-        st,
-        rid!(rid),
-        q,
-        api::ViolationsParams::validate,
-        crate::query::violations,
-    )
-    .await
 }
 
 /// Bind and serve until Ctrl-C / SIGTERM. Loads the index before accepting connections so the

@@ -15,6 +15,7 @@ mod guard;
 pub mod http;
 pub mod mcp;
 pub mod receive;
+mod routes;
 pub mod stdio;
 pub mod sync;
 

@@ -1,0 +1,189 @@
+//! The `/v1/retrieve/*` route handlers of the HTTP API: each decodes and validates its body or
+//! query string with [`super::api`], runs the query on the blocking pool under the deadline
+//! ([`super::http`]'s `run`) and answers JSON or the error.
+
+use super::api::{self, ApiError};
+use super::http::{body_bytes, finish, json_ok, params_value, run, AppState, Fail, Rid};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+macro_rules! rid {
+    ($req:expr) => {
+        $req.map(|r| r.0 .0).unwrap_or_default()
+    };
+}
+
+pub(super) async fn search(
+    State(st): State<AppState>,
+    rid: Option<axum::Extension<Rid>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let rid = rid!(rid);
+    let req = match body_bytes(&headers, body, st.opts.max_body)
+        .and_then(|b| api::decode::<api::SearchBody>(&b))
+        .and_then(|b| b.validate())
+    {
+        Ok(r) => r,
+        Err(e) => return Fail(e, rid).into_response(),
+    };
+    let r = run(&st, &rid, move |c| api::run_search(c, &req)).await;
+    finish(&st, rid, r)
+}
+
+pub(super) async fn context(
+    State(st): State<AppState>,
+    rid: Option<axum::Extension<Rid>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let rid = rid!(rid);
+    let plan = match body_bytes(&headers, body, st.opts.max_body)
+        .and_then(|b| api::decode::<api::ContextBody>(&b))
+        .and_then(|b| b.plan(8000))
+    {
+        Ok(p) => p,
+        Err(e) => return Fail(e, rid).into_response(),
+    };
+    let p2 = plan.clone();
+    match run(&st, &rid, move |c| api::run_context(c, &p2)).await {
+        Err(()) => {
+            // Partial results: the lexical ranking alone, without graph expansion.
+            let mut lex = plan.clone();
+            lex.strategy = api::Strategy::Lexical;
+            let fallback = tokio::time::timeout(
+                st.opts.timeout / 2,
+                run(&st, &rid, move |c| api::run_context(c, &lex)),
+            )
+            .await;
+            let mut resp = match fallback {
+                Ok(Ok(Ok(r))) => r,
+                _ => crate::query::HybridResponse {
+                    results: Vec::new(),
+                    graph_expansion: Vec::new(),
+                    warnings: Vec::new(),
+                    total_results: 0,
+                    total_tokens: 0,
+                    expanded_with: Vec::new(),
+                },
+            };
+            resp.warnings.push(crate::query::Warning::new(
+                "TIMEOUT",
+                format!(
+                    "hybrid retrieval did not finish within {} ms; partial results (lexical only, \
+                     no graph expansion)",
+                    st.opts.timeout.as_millis()
+                ),
+            ));
+            json_ok(&resp)
+        }
+        ok => finish(&st, rid, ok),
+    }
+}
+
+pub(super) async fn context_hints(
+    State(st): State<AppState>,
+    rid: Option<axum::Extension<Rid>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let rid = rid!(rid);
+    let req = match body_bytes(&headers, body, st.opts.max_body)
+        .and_then(|b| api::decode::<api::HintsBody>(&b))
+        .and_then(|b| b.validate(4000))
+    {
+        Ok(r) => r,
+        Err(e) => return Fail(e, rid).into_response(),
+    };
+    let r = run(&st, &rid, move |c| Ok(crate::query::context(c, &req)?)).await;
+    finish(&st, rid, r)
+}
+
+/// A GET route: decode + validate the query string into a request, run `query` on the cache
+/// under the deadline, answer its JSON (or the error).
+async fn get_route<P, Req, T>(
+    st: AppState,
+    rid: String,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    validate: fn(&P) -> Result<Req, ApiError>,
+    query: fn(&crate::cache::Cache, &Req) -> Result<T, crate::query::Error>,
+) -> Response
+where
+    P: serde::de::DeserializeOwned,
+    Req: Send + 'static,
+    T: Serialize + Send + 'static,
+{
+    let req = match params_value(q)
+        .and_then(api::decode_value::<P>)
+        .and_then(|p| validate(&p))
+    {
+        Ok(r) => r,
+        Err(e) => return Fail(e, rid).into_response(),
+    };
+    let r = run(&st, &rid, move |c| Ok(query(c, &req)?)).await;
+    finish(&st, rid, r)
+}
+
+pub(super) async fn graph(
+    State(st): State<AppState>,
+    rid: Option<axum::Extension<Rid>>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    get_route(
+        st,
+        rid!(rid),
+        q,
+        api::GraphParams::validate,
+        crate::query::graph,
+    )
+    .await
+}
+
+pub(super) async fn impact(
+    State(st): State<AppState>,
+    rid: Option<axum::Extension<Rid>>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    get_route(
+        st,
+        rid!(rid),
+        q,
+        api::ImpactParams::validate,
+        crate::query::impact,
+    )
+    .await
+}
+
+pub(super) async fn coverage(
+    State(st): State<AppState>,
+    rid: Option<axum::Extension<Rid>>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    get_route(
+        st,
+        rid!(rid),
+        q,
+        api::CoverageParams::validate,
+        crate::query::coverage,
+    )
+    .await
+}
+
+pub(super) async fn violations(
+    State(st): State<AppState>,
+    rid: Option<axum::Extension<Rid>>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    get_route(
+        st,
+        rid!(rid),
+        q,
+        api::ViolationsParams::validate,
+        crate::query::violations,
+    )
+    .await
+}
