@@ -5,8 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// Name of the committed index directory at the repository root.
-pub const INDEX_DIR: &str = ".kdd-index";
+pub use crate::paths::INDEX_DIR;
 
 /// Every `KDD_*` environment variable the product reads, in one place.
 pub mod env {
@@ -142,26 +141,7 @@ fn absolute(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// Normalise a user-given relative path (`./specs/`, `docs\specs`) to `a/b` form; `None` when it
-/// is absolute or escapes with `..`.
-pub fn normalize_rel(p: &str) -> Option<String> {
-    let p = p.replace('\\', "/");
-    if p.starts_with('/') {
-        return None;
-    }
-    let mut parts = Vec::new();
-    for c in p.split('/') {
-        match c {
-            "" | "." => {}
-            ".." => return None,
-            c => parts.push(c),
-        }
-    }
-    if parts.is_empty() {
-        return Some(String::new());
-    }
-    Some(parts.join("/"))
-}
+pub use crate::paths::normalize_rel;
 
 #[cfg(test)]
 mod tests {

@@ -190,7 +190,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         });
     }
     let (staged_root, staged_links, conflicted) = git::roots::staged(&index, &roots);
-    let kdd_yaml_id = staged_root.get(&git::kdd_yaml_path(root)).copied();
+    let kdd_yaml_id = staged_root.get(&crate::index::kdd_yaml_path(root)).copied();
     // The staged `.kddignore` files exclude exactly what `kdd index` excludes in the work tree.
     let ign = git::roots::ignores_of(&repo, &staged_root, &roots)?;
     let wanted = |p: &String| roots.is_source(p) && !ign.ignores(p);
@@ -222,7 +222,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
      -> Option<Vec<u8>> {
         let paths: Vec<&str> = indexed.collect();
         (!paths.is_empty() || existing_manifest.is_some()).then(|| {
-            git::derive_manifest(
+            crate::index::derive_manifest(
                 settings,
                 paths.into_iter(),
                 kdd_yaml.as_deref(),
@@ -315,7 +315,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         let id = specs[p];
         let bytes = git::read_blob(&repo, id)?;
         let candidates = nodes_by_spec.get(p).cloned().unwrap_or_default();
-        let d = match git::derive_spec(settings, p, &bytes, extras) {
+        let d = match crate::index::derive_spec(settings, p, &bytes, extras) {
             Ok(d) => d,
             Err(diag) => {
                 // Keep whatever was indexed for it; `kdd status` shows it stale.

@@ -29,6 +29,7 @@ pub mod hook;
 pub mod index;
 pub mod merge;
 pub mod parse;
+pub mod paths;
 pub mod query;
 pub mod report;
 pub mod roots;

@@ -21,9 +21,7 @@
 
 use crate::source::{self, Error, Ignore, Walk};
 
-/// The committed index folder (`crate::artifact::INDEX_DIR`, restated: roots sits below
-/// artifact in the pipeline); never a document.
-const INDEX_DIR: &str = ".kdd-index";
+use crate::paths::INDEX_DIR;
 use crate::spec::{Diagnostic, Severity};
 use std::path::Path;
 
@@ -102,7 +100,7 @@ pub fn parse_docs(list: &str) -> Result<Vec<String>, String> {
                 source::printable(raw)
             ))
         };
-        let Some(n) = crate::config::normalize_rel(raw) else {
+        let Some(n) = crate::paths::normalize_rel(raw) else {
             return bad("is absolute or leaves the repository with `..`");
         };
         if n.is_empty() {
@@ -219,7 +217,6 @@ mod tests {
 
     #[test]
     fn documents_roots() {
-        assert_eq!(INDEX_DIR, crate::artifact::INDEX_DIR);
         assert_eq!(
             parse_docs(" docs/, ./adr ,README.md,docs").unwrap(),
             vec!["README.md", "adr", "docs"]

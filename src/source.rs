@@ -30,7 +30,7 @@ use crate::spec::{Diagnostic, Severity};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::config::INDEX_DIR;
+use crate::paths::INDEX_DIR;
 
 /// Files larger than this are skipped with an error (specs are small; this is a safety cap).
 pub const MAX_SPEC_BYTES: usize = 5 * 1024 * 1024;
@@ -420,6 +420,17 @@ pub fn walk_root(repo_root: &Path, root: &str, keep: &dyn Fn(&str) -> bool) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spec_paths() {
+        assert!(is_spec_path("specs/01-domain/a.md", "specs"));
+        assert!(is_spec_path("specs/x.feature", "specs"));
+        assert!(!is_spec_path("specs/_kdd.yaml", "specs"));
+        assert!(!is_spec_path("docs/a.md", "specs"));
+        assert!(!is_spec_path("specs/.hidden/a.md", "specs"));
+        assert!(is_spec_path("a.md", ""));
+        assert!(!is_spec_path(".kdd-index/a.md", ""));
+    }
 
     #[test]
     fn committed_paths_are_checked() {

@@ -245,7 +245,7 @@ pub fn discover() -> ModelChoice {
         return ModelChoice::Model(ModelSpec::from_dir(Path::new(&dir), &runtime));
     }
     let name = env_nonempty(env::MODEL).unwrap_or_else(|| DEFAULT_MODEL.to_string());
-    let name = crate::artifact::sanitize_component(&name);
+    let name = crate::paths::sanitize_component(&name);
     let dir = data_dir()
         .unwrap_or_else(|| PathBuf::from(".local/share/kdd"))
         .join("models")

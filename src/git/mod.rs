@@ -7,13 +7,9 @@
 //!   committing (`git update-index --add --remove`, never `add -A`/`-u`).
 //! - Diffs are plain comparisons of `path → blob id` maps, so rename = delete + add.
 
-mod artifacts;
 mod commit;
 pub mod roots;
 
-pub use artifacts::{
-    derive_index, derive_manifest, derive_spec, is_spec_path, kdd_yaml_path, Derived, DerivedIndex,
-};
 pub use commit::{amend_head, commit_on_head, head_is_local, only_staged};
 
 use gix::ObjectId;

@@ -120,8 +120,12 @@ impl Outcome {
 }
 
 pub use crate::source::is_spec_path;
+pub use derive::{
+    derive_index, derive_manifest, derive_spec, kdd_yaml_path, Derived, DerivedIndex,
+};
 pub use roots::{with_manifest_docs, with_manifest_specs_root};
 
+mod derive;
 mod roots;
 
 /// Repo-relative paths of every regular spec file in the work tree, sorted, and the per-file

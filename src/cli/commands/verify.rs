@@ -109,7 +109,7 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
     let extras = audit
         .as_ref()
         .map(|a| a as &dyn crate::index::ArtifactExtras);
-    let derived = git::derive_index(settings, &specs, manifest.as_deref(), extras);
+    let derived = crate::index::derive_index(settings, &specs, manifest.as_deref(), extras);
     let expected = &derived.files;
     let roots = settings.roots();
     let ign = crate::roots::Ignores::from_lookup(&roots, |rel| {

@@ -1,4 +1,4 @@
-//! Bridge from spec bytes (read from a staged blob or a tree, never the work tree) to the exact
+//! Derivation from spec bytes (read from a staged blob or a tree, never the work tree) to the exact
 //! artifact bytes `kdd index` writes, so the hook, the merge driver, `resolve` and `verify`
 //! agree with a full index byte for byte.
 //!
@@ -19,11 +19,6 @@ pub struct Derived {
     /// `(path relative to .kdd-index/, bytes)`, node file first.
     pub files: Vec<(String, Vec<u8>)>,
     pub diagnostics: Vec<Diagnostic>,
-}
-
-/// True for a file under the specs root that is indexed (same rule as `kdd index`).
-pub fn is_spec_path(specs_root: &str, path: &str) -> bool {
-    crate::index::is_spec_path(path, specs_root)
 }
 
 /// Repo-relative path of `<specs>/_kdd.yaml`.
@@ -87,7 +82,7 @@ pub fn derive_manifest<'a>(
     extras: Option<&dyn crate::index::ArtifactExtras>,
 ) -> Vec<u8> {
     let domains: BTreeSet<String> = spec_paths
-        .filter(|p| is_spec_path(&settings.specs_root, p))
+        .filter(|p| crate::source::is_spec_path(p, &settings.specs_root))
         .filter_map(|p| crate::extract::route::locate(p, &settings.specs_root).domain)
         .collect();
     let structure = if domains.iter().any(|d| d != "_shared") {
@@ -201,21 +196,5 @@ pub fn derive_index(
         files: out,
         diagnostics: diags,
         unreadable,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spec_paths() {
-        assert!(is_spec_path("specs", "specs/01-domain/a.md"));
-        assert!(is_spec_path("specs", "specs/x.feature"));
-        assert!(!is_spec_path("specs", "specs/_kdd.yaml"));
-        assert!(!is_spec_path("specs", "docs/a.md"));
-        assert!(!is_spec_path("specs", "specs/.hidden/a.md"));
-        assert!(is_spec_path("", "a.md"));
-        assert!(!is_spec_path("", ".kdd-index/a.md"));
     }
 }
