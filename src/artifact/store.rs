@@ -162,7 +162,7 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, Error> {
     Ok(true)
 }
 
-/// Remove a node's node/edges/embeddings files (missing files are fine) and prune empty parent
+/// Remove a node's node/edges/embeddings/enrichment files (missing files are fine) and prune empty parent
 /// directories up to the index root. Returns the relative paths that existed and were removed.
 pub fn remove_artifacts(paths: &ArtifactPaths, node: &Node) -> Result<Vec<String>, Error> {
     let mut removed = Vec::new();
@@ -170,6 +170,7 @@ pub fn remove_artifacts(paths: &ArtifactPaths, node: &Node) -> Result<Vec<String
         ArtifactPaths::node_rel(node),
         ArtifactPaths::edges_rel(node),
         ArtifactPaths::embeddings_rel(node),
+        ArtifactPaths::enrichment_rel(node),
     ] {
         let p = paths.abs(&rel);
         match std::fs::remove_file(&p) {
