@@ -22,11 +22,13 @@
 //! rebuilds into a fresh generation, [`take_damage`] lets a command answer again once, and
 //! [`Cache::is_damaged`] makes the servers reopen. [`health`] is `kdd doctor`'s deep check.
 
+pub mod agent;
 mod bm25;
 pub mod build;
 pub mod check;
 mod gen;
 pub mod resolve;
+mod scan;
 pub mod store;
 pub mod text;
 
@@ -48,7 +50,7 @@ use store::{lm, Store};
 use text::TextIndex;
 
 /// Version of the cache layout and of what it derives. Bump to force a rebuild everywhere.
-pub const CACHE_VERSION: u32 = 3;
+pub const CACHE_VERSION: u32 = 4;
 
 /// Cache errors.
 #[derive(Debug, thiserror::Error)]
@@ -121,7 +123,7 @@ pub fn fingerprint(index_dir: &Path) -> Result<String, Error> {
     let domains: Vec<String> = serde_json::from_slice::<Manifest>(&manifest)
         .map(|m| m.domains)
         .unwrap_or_default();
-    for top in ["nodes", "edges", "embeddings"] {
+    for top in ["nodes", "edges", "embeddings", "enrichments"] {
         let t = index_dir.join(top);
         add(&t, std::fs::metadata(&t).ok());
         for k in Kind::ALL {
@@ -163,6 +165,7 @@ pub struct Cache {
     damaged: AtomicBool,
     embedder: Option<std::sync::Arc<dyn crate::embed::QueryEmbedder>>,
     embedder_missing: Option<String>,
+    agent_edges: bool,
 }
 
 impl std::fmt::Debug for Cache {
@@ -224,6 +227,7 @@ impl Cache {
             damaged: AtomicBool::new(false),
             embedder: None,
             embedder_missing: None,
+            agent_edges: true,
         };
         // Fast path: a fresh, intact generation.
         if !opts.force_rebuild {
@@ -295,9 +299,9 @@ impl Cache {
             &self.root,
             &OpenOptions::default(),
         )?;
-        let emb = self.embedder.take();
+        let (emb, agent_edges) = (self.embedder.take(), self.agent_edges);
         *self = fresh;
-        self.embedder = emb;
+        (self.embedder, self.agent_edges) = (emb, agent_edges);
         Ok(true)
     }
 
@@ -392,16 +396,7 @@ impl Snapshot<'_> {
 
     /// A record holding only the node identity (no fields, no text): for graph walks.
     pub fn node_brief(&self, id: &str) -> Result<Option<NodeRecord>, Error> {
-        Ok(self.lite(id)?.map(|l| NodeRecord {
-            node: l.node,
-            fields: Default::default(),
-            sections: Vec::new(),
-            links: Vec::new(),
-            stale: false,
-            stem: String::new(),
-            items: Vec::new(),
-            lang: LangTally::default(),
-        }))
+        Ok(self.lite(id)?.map(|l| NodeRecord::brief(l.node)))
     }
 
     /// Edges leaving a node.
@@ -412,7 +407,7 @@ impl Snapshot<'_> {
             .fwd
             .get(&self.txn, id)
             .map_err(|e| self.bad(lm(e)))?
-            .unwrap_or_default())
+            .map_or_else(Vec::new, |v| self.keep(v)))
     }
 
     /// Edges arriving at a node.
@@ -423,7 +418,7 @@ impl Snapshot<'_> {
             .rev
             .get(&self.txn, id)
             .map_err(|e| self.bad(lm(e)))?
-            .unwrap_or_default())
+            .map_or_else(Vec::new, |v| self.keep(v)))
     }
 
     /// Every node id, sorted.

@@ -26,7 +26,7 @@
 //! `--no-expand` turns off steps 4 and 5.
 
 use super::types::*;
-use super::util::{brief, clip, snippet, summary, tokens};
+use super::util::{clip, snippet, summary, tokens};
 use super::Error;
 use crate::artifact::IndexLevel;
 use crate::cache::{Cache, NodeRecord, Snapshot, TextFilter};
@@ -144,6 +144,7 @@ fn hit_of(
     best: Option<usize>,
 ) -> Hit {
     let span = best.and_then(|i| super::evidence::span(rec, i));
+    let source = super::agent::hit_source(rec, best);
     Hit {
         node_id: rec.node.id.clone(),
         kind: rec.node.kind,
@@ -157,7 +158,8 @@ fn hit_of(
         indexed_fields: rec.fields.clone(),
         reached_via: via,
         section: span.as_ref().map(|s| s.0.clone()),
-        lines: span.map(|s| s.1),
+        lines: span.map(|s| s.1).filter(|_| source.is_none()),
+        source,
     }
 }
 
@@ -532,19 +534,8 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     let mut support_path: HashMap<String, String> = HashMap::new();
     for (id, _, sg, support) in &cands {
         if let Some((nb, ty, outgoing)) = support {
-            let er = if *outgoing {
-                EdgeRef {
-                    from_node: nb.clone(),
-                    to_node: id.clone(),
-                    edge_type: ty.clone(),
-                }
-            } else {
-                EdgeRef {
-                    from_node: id.clone(),
-                    to_node: nb.clone(),
-                    edge_type: ty.clone(),
-                }
-            };
+            let (from, to) = if *outgoing { (nb, id) } else { (id, nb) };
+            let er = EdgeRef::new(from, to, ty);
             if followed_set.insert(er.clone()) {
                 followed.push(er);
             }
@@ -594,11 +585,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
                     } else {
                         (nb.clone(), cur.clone())
                     };
-                    let er = EdgeRef {
-                        from_node: from,
-                        to_node: to,
-                        edge_type: ty.clone(),
-                    };
+                    let er = EdgeRef::new(&from, &to, &ty);
                     if let Some(own) = scores.get(&nb).copied() {
                         if own < *seed_score && is_cand.contains(nb.as_str()) {
                             let bonus = GRAPH_BONUS * w * seed_score;
@@ -693,11 +680,11 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
         ));
     }
     let kept: HashSet<&str> = results.iter().map(|h| h.node_id.as_str()).collect();
-    let graph_expansion: Vec<EdgeRef> = followed
+    let mut graph_expansion: Vec<EdgeRef> = followed
         .into_iter()
         .filter(|e| kept.contains(e.from_node.as_str()) && kept.contains(e.to_node.as_str()))
         .collect();
-    let _ = brief;
+    super::agent::mark_edges(&snap, &mut graph_expansion)?;
     Ok(HybridResponse {
         expanded_with: searched.used,
         total_results: results.len(),
