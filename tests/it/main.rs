@@ -8,6 +8,7 @@ mod cache;
 mod core;
 mod demo;
 mod embed;
+mod enrich;
 mod fuzz_parse;
 mod git;
 mod hostile;

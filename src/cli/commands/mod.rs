@@ -2,6 +2,7 @@
 pub mod context;
 pub mod coverage;
 pub mod doctor;
+pub mod enrich;
 pub mod gitattributes;
 pub mod graph;
 pub mod hook;
