@@ -112,7 +112,8 @@ pub fn run_agent(
 /// SIGKILL the process group `pgid` (the agent and everything it started); errors ignored.
 fn kill_group(pgid: u32) {
     let _ = Command::new("sh")
-        .args(["-c", &format!("kill -KILL -- -{pgid}")])
+        // `kill -SIG -PGID`, the form every POSIX shell's builtin accepts (dash refuses `--`).
+        .args(["-c", &format!("kill -KILL -{pgid}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();

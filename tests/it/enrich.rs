@@ -251,18 +251,33 @@ fn agent_errors_are_per_spec_and_never_block_a_commit() {
     );
     assert!(!r.exists(".kdd-index/enrichments"));
 
-    // Timeout on one spec: its process group is killed, the other specs are enriched.
+    // Timeout on one spec: its whole process group is killed (the agent's own child too),
+    // the other specs are enriched.
+    let pidfile = r.tmp.path().join("agent.pid");
     let t0 = Instant::now();
-    let (v, code) = enrich(
-        &r,
-        &[
-            "--agent",
-            &agent("sleep", "Entity:Factura", "Entity:Pedido"),
-            "--timeout",
-            "1",
-        ],
-    );
+    let o = crate::repo::command(env!("CARGO_BIN_EXE_kdd"), &r.dir)
+        .args(["--json", "enrich", "--timeout", "1", "--agent"])
+        .arg(agent("sleep", "Entity:Factura", "Entity:Pedido"))
+        .env("FIXTURE_PIDFILE", &pidfile)
+        .output()
+        .unwrap();
     assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    let code = o.status.code().unwrap_or(-1);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let pid = std::fs::read_to_string(&pidfile).expect("the agent saw FIXTURE_PIDFILE");
+    let gone = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+            .map_or(true, |st| st.contains(") Z "))
+    };
+    let t1 = Instant::now();
+    while !gone(&pid) && t1.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        gone(&pid),
+        "the agent's child {} outlived the timeout",
+        pid.trim()
+    );
     assert_eq!(code, 1);
     assert_eq!(
         (v["failed"].as_u64(), v["enriched"].as_u64()),
