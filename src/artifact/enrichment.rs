@@ -12,6 +12,8 @@
 //! - Readers use only the entry whose `spec_hash` is the node's `source_hash` ([`Enrichment::current`]):
 //!   an enrichment of text that no longer exists never reaches an answer. Among several current
 //!   entries (two agents enriched the same text on two branches) the smallest agent id wins.
+//! - An entry may carry the summary's vector (int8, with its model id) so semantic search finds
+//!   it too; readers ignore a vector of another model than the manifest's.
 //! - Everything in an entry was validated by `kdd enrich` before it was written; [`parse`] checks
 //!   the shape again (the file is committed, so it can be hand-edited or hostile).
 
@@ -48,6 +50,18 @@ pub struct Entry {
     /// Preliminary impact notes.
     #[serde(default)]
     pub impact: Vec<String>,
+    /// The summary's vector, when `kdd enrich` ran with the index's embedding model (L2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector: Option<SummaryVector>,
+}
+
+/// An int8-quantised passage vector of the summary (as in `embed::store`: x ≈ q × scale).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SummaryVector {
+    /// Model id; used only when it is the manifest's.
+    pub model: String,
+    pub scale: f32,
+    pub q: Vec<i8>,
 }
 
 /// The file: the spec's node id and its entries.
@@ -173,6 +187,7 @@ mod tests {
                 reason: None,
             }],
             impact: vec![],
+            vector: None,
         }
     }
 

@@ -8,13 +8,16 @@
 //! - The summary is the record's LAST section, headed [`SUMMARY_HEADING`] with key
 //!   [`SUMMARY_KEY`] and line 0 (it is not in the spec file), so the lexical index finds the spec
 //!   by words only the summary holds, and any answer that shows it names its source.
+//! - A summary vector made with the manifest's model joins the spec's vector chunks (section
+//!   [`SUMMARY_HEADING`]), so semantic search finds the summary too; any other is ignored.
 //! - Implicit relations become [`Edge`]s with `agent: true`, only towards nodes that exist, never
 //!   self-loops and never a copy of an edge the specs already write. [`Cache::set_agent_edges`]
 //!   (`--no-agent-edges`) hides them from every graph walk of that cache.
 //! - A bad enrichment file never drops its spec: the spec loads without it and the error is
 //!   reported with the build figures.
 
-use super::store::{Edge, NodeRecord, SectionText};
+use super::scan::LoadedVector;
+use super::store::{ChunkRef, Edge, NodeRecord, SectionText};
 use super::{Cache, Snapshot};
 use crate::artifact::enrichment::{self, Relation};
 use serde::{Deserialize, Serialize};
@@ -40,8 +43,8 @@ pub struct AgentNote {
 
 /// Attach the current enrichment of the spec at `stem` to its record; a bad file is recorded
 /// as the note's `error` (reported by [`error`]) and the spec loads without it.
-pub fn attach(index_dir: &Path, stem: &str, rec: &mut NodeRecord) {
-    if let Err(e) = try_attach(index_dir, stem, rec) {
+pub fn attach(index_dir: &Path, stem: &str, rec: &mut NodeRecord, vectors: &mut Vec<LoadedVector>) {
+    if let Err(e) = try_attach(index_dir, stem, rec, vectors) {
         rec.agent = Some(AgentNote {
             agent: String::new(),
             relations: Vec::new(),
@@ -56,7 +59,12 @@ pub fn error(rec: &NodeRecord) -> Option<String> {
     rec.agent.as_ref().and_then(|a| a.error.clone())
 }
 
-fn try_attach(index_dir: &Path, stem: &str, rec: &mut NodeRecord) -> Result<(), String> {
+fn try_attach(
+    index_dir: &Path,
+    stem: &str,
+    rec: &mut NodeRecord,
+    vectors: &mut Vec<LoadedVector>,
+) -> Result<(), String> {
     let path = index_dir.join("enrichments").join(format!("{stem}.json"));
     let bytes = match crate::artifact::read_artifact(&path) {
         Ok(b) => b,
@@ -81,6 +89,25 @@ fn try_attach(index_dir: &Path, stem: &str, rec: &mut NodeRecord) -> Result<(), 
         text: entry.summary.clone(),
         line: 0,
     });
+    // The summary's vector joins the spec's chunks when it was made with the index's model.
+    let model = crate::artifact::read_manifest(&index_dir.join("manifest.json"))
+        .ok()
+        .and_then(|m| m.embedding)
+        .map(|e| e.model);
+    if let Some(v) = entry
+        .vector
+        .as_ref()
+        .filter(|v| Some(&v.model) == model.as_ref())
+    {
+        vectors.push(LoadedVector {
+            chunk: ChunkRef {
+                node_id: rec.node.id.clone(),
+                section: SUMMARY_HEADING.to_string(),
+                text: entry.summary.clone(),
+            },
+            vector: v.q.iter().map(|&x| x as f32 * v.scale).collect(),
+        });
+    }
     rec.agent = Some(AgentNote {
         agent: entry.agent.clone(),
         relations: entry.relations.clone(),

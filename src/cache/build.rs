@@ -230,7 +230,7 @@ fn load_record(
         lang.add(LangTally::of(&sec.heading));
         lang.add(LangTally::of(&sec.text));
     }
-    let vectors = load_vectors(
+    let mut vectors = load_vectors(
         &index_dir.join("embeddings").join(format!("{stem}.bin")),
         &node.id,
         extracted.as_ref(),
@@ -244,7 +244,7 @@ fn load_record(
         sections,
         ..NodeRecord::brief(node)
     };
-    super::agent::attach(index_dir, stem, &mut rec);
+    super::agent::attach(index_dir, stem, &mut rec, &mut vectors);
     Ok((rec, vectors))
 }
 

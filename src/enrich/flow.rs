@@ -1,12 +1,15 @@
 //! One `kdd enrich` run over a list of specs: resolve each, skip the ones already enriched for
 //! their current bytes by this agent, build the request, run the agent, validate, write.
 //!
+//! At L2 the summary is also embedded with the index's model (loaded once, on the first
+//! enriched spec), so semantic search finds it; without a model it stays lexical, with a warning.
+//!
 //! Invariants: specs are handled one at a time, in order; each ends as one [`Outcome`]
 //! (`enriched`, `skipped` or `failed` with its CMD-003 code), reported as soon as it is known;
 //! nothing a spec does stops the next one. Only `.kdd-index/enrichments/` is written.
 
 use super::{agent_id, run_agent, validate, Error, Neighbour, Request, SpecPart, INSTRUCTIONS};
-use crate::artifact::enrichment::{self, Enrichment};
+use crate::artifact::enrichment::{self, Enrichment, SummaryVector};
 use crate::artifact::{write_artifact, ArtifactPaths};
 use crate::cache::{Cache, NodeRecord, Snapshot};
 use crate::config::Settings;
@@ -99,11 +102,20 @@ pub fn enrich(
         results: Vec::new(),
     };
     let mut done = BTreeSet::new();
+    let mut run = Run {
+        settings,
+        snap: &snap,
+        command: &command,
+        agent: &agent,
+        known: &known,
+        opts,
+        embedder: None,
+    };
     for t in targets {
         let (id, res) = match t {
             Ok(id) if !done.insert(id.clone()) => continue,
             Ok(id) => {
-                let r = one(settings, &snap, &id, &command, &agent, &known, opts);
+                let r = run.one(&id);
                 (id, r)
             }
             Err((arg, e)) => (arg, Err(e)),
@@ -139,62 +151,107 @@ pub fn enrich(
 
 type Done = (&'static str, String, Vec<String>);
 
-fn one(
-    settings: &Settings,
-    snap: &Snapshot<'_>,
-    id: &str,
-    command: &str,
-    agent: &str,
-    known: &HashSet<String>,
-    opts: &Options,
-) -> Result<Done, Error> {
-    let cache_err = |e: crate::cache::Error| Error::Agent(format!("query cache: {e}"));
-    let rec = snap
-        .node(id)
-        .map_err(cache_err)?
-        .ok_or_else(|| Error::NodeNotFound(id.to_string()))?;
-    let bytes = crate::source::read_spec(
-        &settings.repo_root,
-        &rec.node.source_file,
-        &settings.specs_root,
-    )
-    .map_err(|e| Error::DocumentNotFound {
-        id: id.to_string(),
-        why: e.to_string(),
-    })?;
-    let hash = blake3::hash(&bytes).to_hex().to_string();
-    let paths = ArtifactPaths::new(&settings.index_dir);
-    let rel = ArtifactPaths::enrichment_rel(&rec.node);
-    let shown = format!("{}/{rel}", crate::artifact::INDEX_DIR);
-    let mut warnings = Vec::new();
-    if hash != rec.node.source_hash {
-        warnings.push(format!(
-            "{} changed since it was indexed; the enrichment is used once the index is updated \
-             (commit, or run `kdd index`)",
-            rec.node.source_file
-        ));
-    }
-    if !opts.force {
-        let existing = crate::artifact::read_artifact(&paths.abs(&rel))
-            .ok()
-            .and_then(|b| enrichment::parse(&b).ok());
-        let current = existing.is_some_and(|e| {
-            e.entries
-                .iter()
-                .any(|x| x.spec_hash == hash && x.agent == agent)
-        });
-        if current {
-            return Ok(("skipped", shown, warnings));
+/// What every spec of a run shares.
+struct Run<'a> {
+    settings: &'a Settings,
+    snap: &'a Snapshot<'a>,
+    command: &'a str,
+    agent: &'a str,
+    known: &'a HashSet<String>,
+    opts: &'a Options,
+    /// Opened on the first summary to embed (L2 only): the embedder, or why there is none.
+    embedder: Option<Result<Box<dyn crate::embed::Embedder + Send>, String>>,
+}
+
+impl Run<'_> {
+    fn one(&mut self, id: &str) -> Result<Done, Error> {
+        let (settings, snap) = (self.settings, self.snap);
+        let cache_err = |e: crate::cache::Error| Error::Agent(format!("query cache: {e}"));
+        let rec = snap
+            .node(id)
+            .map_err(cache_err)?
+            .ok_or_else(|| Error::NodeNotFound(id.to_string()))?;
+        let bytes = crate::source::read_spec(
+            &settings.repo_root,
+            &rec.node.source_file,
+            &settings.specs_root,
+        )
+        .map_err(|e| Error::DocumentNotFound {
+            id: id.to_string(),
+            why: e.to_string(),
+        })?;
+        let hash = blake3::hash(&bytes).to_hex().to_string();
+        let paths = ArtifactPaths::new(&settings.index_dir);
+        let rel = ArtifactPaths::enrichment_rel(&rec.node);
+        let shown = format!("{}/{rel}", crate::artifact::INDEX_DIR);
+        let mut warnings = Vec::new();
+        if hash != rec.node.source_hash {
+            warnings.push(format!(
+                "{} changed since it was indexed; the enrichment is used once the index is \
+                 updated (commit, or run `kdd index`)",
+                rec.node.source_file
+            ));
         }
+        if !self.opts.force {
+            let existing = crate::artifact::read_artifact(&paths.abs(&rel))
+                .ok()
+                .and_then(|b| enrichment::parse(&b).ok());
+            let current = existing.is_some_and(|e| {
+                e.entries
+                    .iter()
+                    .any(|x| x.spec_hash == hash && x.agent == self.agent)
+            });
+            if current {
+                return Ok(("skipped", shown, warnings));
+            }
+        }
+        let request = request(snap, &rec, &bytes, &hash).map_err(cache_err)?;
+        let body = serde_json::to_vec(&request).expect("request serialises");
+        let stdout = run_agent(self.command, &settings.repo_root, &body, self.opts.timeout)?;
+        let (answer, dropped) = validate(&stdout, id, self.known)?;
+        warnings.extend(dropped);
+        let mut entry = answer.entry(&hash, self.agent);
+        match self.embed(&entry.summary) {
+            Ok(v) => entry.vector = v,
+            Err(why) => warnings.push(format!("summary not embedded (lexical only): {why}")),
+        }
+        let file = Enrichment::single(id, entry);
+        write_artifact(&paths, &rel, &enrichment::render(&file))?;
+        Ok(("enriched", shown, warnings))
     }
-    let request = request(snap, &rec, &bytes, &hash).map_err(cache_err)?;
-    let body = serde_json::to_vec(&request).expect("request serialises");
-    let stdout = run_agent(command, &settings.repo_root, &body, opts.timeout)?;
-    let (answer, dropped) = validate(&stdout, id, known)?;
-    warnings.extend(dropped);
-    let file = Enrichment::single(id, answer.entry(&hash, agent));
-    write_artifact(&paths, &rel, &enrichment::render(&file))?;
-    Ok(("enriched", shown, warnings))
+
+    /// The summary's vector with the index's model (L2 indexes only; `Ok(None)` at L1).
+    fn embed(&mut self, summary: &str) -> Result<Option<SummaryVector>, String> {
+        let Some(model) = self.snap.cache.manifest().embedding.clone() else {
+            return Ok(None);
+        };
+        if self.snap.cache.level() < crate::artifact::IndexLevel::L2 {
+            return Ok(None);
+        }
+        let e = self
+            .embedder
+            .get_or_insert_with(|| crate::embed::open().map_err(|e| e.to_string()))
+            .as_mut()
+            .map_err(|e| e.clone())?;
+        if e.model_id() != model.model {
+            return Err(format!(
+                "the embedder is `{}`, the index uses `{}`",
+                e.model_id(),
+                model.model
+            ));
+        }
+        let v = e
+            .embed_passages(&[summary.to_string()])
+            .map_err(|e| e.to_string())?
+            .pop()
+            .ok_or("the embedder returned no vector")?;
+        let r = crate::embed::store::Record::quantize([0; crate::embed::store::KEY_LEN], &v);
+        Ok(Some(SummaryVector {
+            model: model.model,
+            scale: r.scale,
+            q: r.q,
+        }))
+    }
 }
 
 /// The request for one spec: identity, text (capped) and 1-hop spec-edge neighbours.

@@ -157,6 +157,7 @@ impl Answer {
             summary: self.summary,
             relations: self.relations,
             impact: self.impact,
+            vector: None,
         }
     }
 }

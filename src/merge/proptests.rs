@@ -115,6 +115,7 @@ fn enrichment() -> impl Strategy<Value = Vec<u8>> {
                 summary,
                 relations: Vec::new(),
                 impact: Vec::new(),
+                vector: None,
             })
             .collect();
         render(&Enrichment {

@@ -320,3 +320,64 @@ fn agent_errors_are_per_spec_and_never_block_a_commit() {
     // Whatever failed, committing works (the hook never runs an agent).
     commit(&r, "after errors");
 }
+
+/// `kdd` with the deterministic test embedder (L2 without a real model).
+fn kdd_l2(r: &Repo, args: &[&str]) -> std::process::Output {
+    crate::repo::command(env!("CARGO_BIN_EXE_kdd"), &r.dir)
+        .args(args)
+        .env_remove("KDD_NO_EMBED")
+        .env("KDD_TEST_EMBEDDER", "1")
+        .env("KDD_EMBED_WARM", "0")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn at_l2_the_summary_is_embedded_and_found_by_semantic_search() {
+    let r = repo();
+    let o = kdd_l2(&r, &["index"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let o = kdd_l2(
+        &r,
+        &[
+            "enrich",
+            "--agent",
+            &agent("ok", "Entity:Factura", ""),
+            "Pedido",
+        ],
+    );
+    assert!(o.status.success(), "{:?}", text(&o));
+    let file: Value = serde_json::from_str(&r.read(PEDIDO)).unwrap();
+    let v = &file["entries"][0]["vector"];
+    assert_eq!(v["model"], "kdd-test-hashed-64", "{file}");
+    assert_eq!(v["q"].as_array().unwrap().len(), 64);
+    let o = kdd_l2(
+        &r,
+        &[
+            "--json",
+            "search",
+            "--semantic",
+            "quokka ledger reconciliation",
+        ],
+    );
+    let s: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let top = &s["results"][0];
+    assert_eq!(top["node_id"], "Entity:Pedido", "{s}");
+    assert_eq!(top["source"], "agent", "{s}");
+    // Without a model the summary is still written, lexical only, and the run says so.
+    let (v, code) = enrich(
+        &r,
+        &[
+            "--force",
+            "--agent",
+            &agent("ok", "Entity:Factura", ""),
+            "Pedido",
+        ],
+    );
+    assert_eq!(code, 0, "{v}");
+    let w = v["results"][0]["warnings"].to_string();
+    assert!(w.contains("summary not embedded (lexical only)"), "{w}");
+    let file: Value = serde_json::from_str(&r.read(PEDIDO)).unwrap();
+    assert!(file["entries"][0].get("vector").is_none());
+    assert_eq!(hits(&r, "quokka")[0].0, "Entity:Pedido");
+}

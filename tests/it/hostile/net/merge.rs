@@ -239,6 +239,7 @@ fn enrichment(hash: &str, agent: &str) -> Vec<u8> {
         summary: "s".into(),
         relations: Vec::new(),
         impact: vec!["n".into()],
+        vector: None,
     };
     render(&Enrichment::single("Entity:Pedido", entry))
 }
