@@ -16,6 +16,25 @@ pub fn hit_source(rec: &NodeRecord, best: Option<usize>) -> Option<String> {
         .map(|_| AGENT.to_string())
 }
 
+/// Mark the hits the graph reached through an agent edge (`reached_via` is
+/// `A -> TYPE -> B -> TYPE -> C`; a hop may have been followed either way).
+pub fn mark_reached(snap: &Snapshot<'_>, hits: &mut [super::types::Hit]) -> Result<(), Error> {
+    for h in hits.iter_mut().filter(|h| h.source.is_none()) {
+        let Some(via) = h.reached_via.clone() else {
+            continue;
+        };
+        let parts: Vec<&str> = via.split(" -> ").collect();
+        for w in parts.windows(3).step_by(2) {
+            let (a, ty, b) = (w[0], w[1], w[2]);
+            if snap.is_agent_edge(a, b, ty)? || snap.is_agent_edge(b, a, ty)? {
+                h.source = Some(AGENT.to_string());
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Mark the agent edges among `edges`.
 pub fn mark_edges(snap: &Snapshot<'_>, edges: &mut [EdgeRef]) -> Result<(), Error> {
     for e in edges {

@@ -685,6 +685,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
         .filter(|e| kept.contains(e.from_node.as_str()) && kept.contains(e.to_node.as_str()))
         .collect();
     super::agent::mark_edges(&snap, &mut graph_expansion)?;
+    super::agent::mark_reached(&snap, &mut results)?;
     Ok(HybridResponse {
         expanded_with: searched.used,
         total_results: results.len(),

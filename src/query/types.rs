@@ -148,7 +148,8 @@ pub struct Hit {
     /// 1-based `[start, end]` lines of that section in `source_file`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lines: Option<[usize; 2]>,
-    /// `agent` when the best evidence is the developer's agent summary (L3), not spec text.
+    /// `agent` when the developer's agent (L3) put it here: its best evidence is the agent's
+    /// summary, or the graph reached it through an agent edge.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
 }

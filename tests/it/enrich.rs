@@ -123,6 +123,12 @@ fn enrichment_is_committed_searched_and_marked_as_the_agents() {
         ("Entity:Pedido".into(), Some("agent".into())),
         "{h:?}"
     );
+    // Reached through the agent edge: marked too; through a written link: not.
+    assert!(
+        h.contains(&("Entity:Factura".into(), Some("agent".into()))),
+        "{h:?}"
+    );
+    assert!(h.contains(&("Entity:Usuario".into(), None)), "{h:?}");
 
     // The implicit relation is a typed edge in graph and impact, marked, and excludable.
     let g = json(&r, &["graph", "Pedido"]);
