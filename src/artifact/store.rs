@@ -162,8 +162,9 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, Error> {
     Ok(true)
 }
 
-/// Remove a node's node/edges/embeddings/enrichment files (missing files are fine) and prune empty parent
-/// directories up to the index root. Returns the relative paths that existed and were removed.
+/// Remove a node's node/edges/embeddings files (missing files are fine) and prune empty parent
+/// directories up to the index root; its L3 enrichment file goes too. Returns the relative
+/// paths that existed and were removed.
 pub fn remove_artifacts(paths: &ArtifactPaths, node: &Node) -> Result<Vec<String>, Error> {
     let mut removed = Vec::new();
     for rel in [

@@ -161,15 +161,20 @@ pub fn add_edges(edges: &mut Vec<Edge>, rels: &[(String, Relation)], ids: &HashS
 
 impl Cache {
     /// Include (default) or hide the agent's edges in every graph walk of this cache.
-    pub fn set_agent_edges(&mut self, on: bool) {
-        self.agent_edges = on;
+    pub fn set_agent_edges(&self, on: bool) {
+        self.agent_edges
+            .store(on, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
 impl Snapshot<'_> {
     /// The edges a walk may follow (agent edges only when the cache includes them).
     pub(super) fn keep(&self, edges: Vec<Edge>) -> Vec<Edge> {
-        if self.cache.agent_edges {
+        if self
+            .cache
+            .agent_edges
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
             edges
         } else {
             edges.into_iter().filter(|e| !e.agent).collect()

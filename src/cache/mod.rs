@@ -165,7 +165,7 @@ pub struct Cache {
     damaged: AtomicBool,
     embedder: Option<std::sync::Arc<dyn crate::embed::QueryEmbedder>>,
     embedder_missing: Option<String>,
-    agent_edges: bool,
+    agent_edges: AtomicBool,
 }
 
 impl std::fmt::Debug for Cache {
@@ -227,7 +227,7 @@ impl Cache {
             damaged: AtomicBool::new(false),
             embedder: None,
             embedder_missing: None,
-            agent_edges: true,
+            agent_edges: AtomicBool::new(true),
         };
         // Fast path: a fresh, intact generation.
         if !opts.force_rebuild {
@@ -299,9 +299,12 @@ impl Cache {
             &self.root,
             &OpenOptions::default(),
         )?;
-        let (emb, agent_edges) = (self.embedder.take(), self.agent_edges);
+        let (emb, agent_edges) = (
+            self.embedder.take(),
+            self.agent_edges.load(Ordering::SeqCst),
+        );
         *self = fresh;
-        (self.embedder, self.agent_edges) = (emb, agent_edges);
+        (self.embedder, self.agent_edges) = (emb, AtomicBool::new(agent_edges));
         Ok(true)
     }
 

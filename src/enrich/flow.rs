@@ -62,7 +62,7 @@ pub struct Report {
 /// `Err` only for what stops every spec alike (no agent configured).
 pub fn enrich(
     settings: &Settings,
-    cache: &mut Cache,
+    cache: &Cache,
     opts: &Options,
     on_done: &mut dyn FnMut(&Outcome),
 ) -> Result<Report, Error> {

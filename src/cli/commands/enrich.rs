@@ -44,7 +44,7 @@ fn line(o: &Outcome) -> String {
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     let settings = global.settings()?;
-    let mut cache = match open_cache(global, false) {
+    let cache = match open_cache(global, false) {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };
@@ -61,7 +61,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             print_err = output::data(&line(o)).err();
         }
     };
-    let report = match enrich::enrich(&settings, &mut cache, &opts, &mut on_done) {
+    let report = match enrich::enrich(&settings, &cache, &opts, &mut on_done) {
         Ok(r) => r,
         Err(e) => {
             if json {

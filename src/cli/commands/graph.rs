@@ -48,7 +48,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         kinds: args.kind.clone(),
         respect_layers: !args.no_respect_layers,
     };
-    let mut cache = match open_cache(global, false) {
+    let cache = match open_cache(global, false) {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };

@@ -26,7 +26,7 @@ fn parse_change(s: &str) -> Result<ChangeType, String> {
 
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    let mut cache = match open_cache(global, false) {
+    let cache = match open_cache(global, false) {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };

@@ -205,7 +205,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     if query::too_short(&req.query) {
         return fail(global, &query::Error::QueryTooShort);
     }
-    let mut cache = match open_cache(global, true) {
+    let cache = match open_cache(global, true) {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };
