@@ -135,6 +135,13 @@ impl Settings {
     pub fn specs_dir(&self) -> PathBuf {
         self.repo_root.join(&self.specs_root)
     }
+
+    /// A string from the repository's git configuration (`kdd.agent`), read fresh.
+    pub fn git_config(&self, key: &str) -> Option<String> {
+        let repo = gix::discover(&self.repo_root).ok()?;
+        let v = repo.config_snapshot().string(key)?.to_string();
+        Some(v).filter(|v| !v.trim().is_empty())
+    }
 }
 
 fn absolute(p: &Path) -> PathBuf {

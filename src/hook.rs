@@ -6,8 +6,8 @@
 //! - specs whose staged blob is new or changed (rename = delete + add), or whose node is missing,
 //!   has another source hash or is conflicted, are re-derived from the **staged blob** (never the
 //!   work tree, so `git add -p` indexes exactly what is committed);
-//! - nodes whose spec is gone, stray edges/embeddings and conflicted artifact paths nobody
-//!   derives are removed;
+//! - nodes whose spec is gone, stray edges/embeddings and conflicted artifact paths nobody derives
+//!   are removed (an L3 enrichment file is kept exactly while its node file is);
 //! - exactly the artifact paths written or removed are staged (`git update-index`), nothing else.
 //!
 //! Speed: a verification cache (`<cache dir>/hook-state`) records, per spec path, the staged
@@ -256,7 +256,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     let unclaimed: Vec<&String> = arts
         .keys()
         .filter(|k| *k != &manifest_key)
-        .filter(|k| !claimed.contains(&k[INDEX_DIR.len() + 1..]))
+        .filter(|k| !claimed.contains(&ArtifactPaths::owner_rel(&k[INDEX_DIR.len() + 1..])))
         .collect();
     if todo.is_empty() && unclaimed.is_empty() && conflicted_arts.is_empty() {
         let m = expected_manifest(&mut specs.keys().map(String::as_str), None);
@@ -389,7 +389,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         if rel == "manifest.json" || write.contains_key(rel) {
             continue;
         }
-        let kept = keep_files.contains(rel)
+        let kept = keep_files.contains(&ArtifactPaths::owner_rel(rel))
             && !(conflicted_arts.contains(key.as_str())
                 && stem_of(rel).is_some_and(|(_, s)| derived_stems.contains(s)));
         if !kept {

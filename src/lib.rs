@@ -22,6 +22,7 @@ pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod embed;
+pub mod enrich;
 pub mod extract;
 pub mod git;
 pub mod graph;

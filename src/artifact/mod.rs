@@ -8,6 +8,7 @@
 //!   nodes/<kind>/[<domain>/]<id>.json     one node per spec: identity + blake3 of the source
 //!   edges/<kind>/[<domain>/]<id>.jsonl    that spec's links, one JSON object per line, sorted
 //!   embeddings/<kind>/[<domain>/]<id>.bin that spec's chunk vectors (L2 only, see `embed::store`)
+//!   enrichments/<kind>/[<domain>/]<id>.json what the developer's agent said (L3, `kdd enrich`)
 //! ```
 //!
 //! Invariants:
@@ -17,6 +18,7 @@
 //! - Every write is temp-file + rename inside the target directory, and every path is built by
 //!   [`ArtifactPaths`] from sanitised components: nothing is ever written outside the index root.
 
+pub mod enrichment;
 mod paths;
 mod store;
 

@@ -60,6 +60,23 @@ impl ArtifactPaths {
         format!("embeddings/{}.bin", Self::node_stem(node))
     }
 
+    /// `enrichments/<stem>.json` (L3), relative to the index root.
+    pub fn enrichment_rel(node: &Node) -> String {
+        format!("enrichments/{}.json", Self::node_stem(node))
+    }
+
+    /// The artifact whose life a file follows: an enrichment file (`enrichments/<stem>.json`)
+    /// lives exactly as long as its node file (`nodes/<stem>.json`); any other file is its own.
+    pub fn owner_rel(rel: &str) -> String {
+        match rel
+            .strip_prefix("enrichments/")
+            .and_then(|r| r.strip_suffix(".json"))
+        {
+            Some(stem) => format!("nodes/{stem}.json"),
+            None => rel.to_string(),
+        }
+    }
+
     /// Absolute path of a relative artifact path produced by this type.
     pub fn abs(&self, rel: &str) -> PathBuf {
         let mut p = self.root.clone();

@@ -203,13 +203,15 @@ pub fn replace_index(
 }
 
 /// Remove a node's node/edges/embeddings files (missing files are fine) and prune empty parent
-/// directories up to the index root. Returns the relative paths that existed and were removed.
+/// directories up to the index root; its L3 enrichment file goes too. Returns the relative
+/// paths that existed and were removed.
 pub fn remove_artifacts(paths: &ArtifactPaths, node: &Node) -> Result<Vec<String>, Error> {
     let mut removed = Vec::new();
     for rel in [
         ArtifactPaths::node_rel(node),
         ArtifactPaths::edges_rel(node),
         ArtifactPaths::embeddings_rel(node),
+        ArtifactPaths::enrichment_rel(node),
     ] {
         let p = paths.abs(&rel);
         match std::fs::remove_file(&p) {

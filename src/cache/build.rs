@@ -3,10 +3,12 @@
 //! Artifacts hold only identity, links and vectors, so searchable text is re-derived by parsing
 //! each spec again (same tree) and checked against the node's `source_hash`. Only specs whose
 //! artifact files changed (size or mtime) are re-read, re-parsed and re-indexed; global link
-//! resolution is then redone over the stored (node, links) pairs, which is cheap.
+//! resolution is then redone over the stored (node, links) pairs, which is cheap; the agent's
+//! edges (L3, `agent.rs`) are added to it.
 
 use super::resolve::KeyRank;
-use super::store::{lm, ChunkRef, Edge, FileStamp, NodeRecord, SectionText, Store};
+use super::scan::{load_vectors, scan, LoadedVector, Stamps};
+use super::store::{lm, Edge, FileStamp, NodeRecord, SectionText, Store};
 use super::text::{LangTally, TextIndex};
 use super::Error;
 use super::Orphan;
@@ -39,67 +41,8 @@ pub struct BuildStats {
     pub millis: u64,
 }
 
-fn stamp(md: &std::fs::Metadata) -> FileStamp {
-    let mtime_ns = md
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_nanos() as i128)
-        .unwrap_or(0);
-    FileStamp {
-        len: md.len(),
-        mtime_ns,
-    }
-}
-
-fn walk(dir: &Path, rel: &str, ext: &str, out: &mut BTreeMap<String, FileStamp>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        let Ok(ft) = e.file_type() else { continue };
-        let child = if rel.is_empty() {
-            name.clone()
-        } else {
-            format!("{rel}/{name}")
-        };
-        if ft.is_dir() {
-            walk(&e.path(), &child, ext, out);
-        } else if let Some(stem) = child.strip_suffix(ext) {
-            if let Ok(md) = e.metadata() {
-                out.insert(stem.to_string(), stamp(&md));
-            }
-        }
-    }
-}
-
 /// A spec's record and vectors, or why it could not be loaded.
 type Loaded = Result<(NodeRecord, Vec<LoadedVector>), String>;
-
-/// Stamps of a spec's node, edges and embeddings files.
-pub type Stamps = (FileStamp, Option<FileStamp>, Option<FileStamp>);
-
-/// Current stamps of every spec's artifacts, keyed by artifact stem (`entity/Pedido`).
-pub fn scan(index_dir: &Path) -> BTreeMap<String, Stamps> {
-    let mut nodes = BTreeMap::new();
-    let mut edges = BTreeMap::new();
-    let mut emb = BTreeMap::new();
-    walk(&index_dir.join("nodes"), "", ".json", &mut nodes);
-    walk(&index_dir.join("edges"), "", ".jsonl", &mut edges);
-    walk(&index_dir.join("embeddings"), "", ".bin", &mut emb);
-    nodes
-        .into_iter()
-        .map(|(k, n)| {
-            let e = edges.get(&k).copied();
-            let v = emb.get(&k).copied();
-            (k, (n, e, v))
-        })
-        .collect()
-}
 
 /// Re-derive a spec's sections and indexed fields from its bytes (core's extractor; a plain
 /// heading splitter when the file cannot be extracted at all).
@@ -261,44 +204,6 @@ pub fn strip_links(s: &str) -> String {
 }
 
 /// Load one spec's record from its artifacts and its source file.
-/// A chunk vector read from the committed `.bin` file, with its text re-derived by chunking.
-pub struct LoadedVector {
-    pub chunk: ChunkRef,
-    pub vector: Vec<f32>,
-}
-
-/// Decode a spec's vector file and attach each record's chunk text (matched by chunk key).
-fn load_vectors(
-    path: &Path,
-    node_id: &str,
-    extracted: Option<&crate::spec::Extracted>,
-) -> Result<Vec<LoadedVector>, String> {
-    let bytes = match crate::artifact::read_artifact(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
-    let vf = crate::embed::decode(&path.to_string_lossy(), &bytes).map_err(|e| e.to_string())?;
-    let chunks = extracted
-        .map(|x| crate::embed::chunk_spec(x, &vf.model))
-        .unwrap_or_default();
-    Ok(vf
-        .records
-        .iter()
-        .map(|r| {
-            let c = chunks.iter().find(|c| c.key == r.key);
-            LoadedVector {
-                chunk: ChunkRef {
-                    node_id: node_id.to_string(),
-                    section: c.map(|c| c.section.clone()).unwrap_or_default(),
-                    text: c.map(|c| c.text.clone()).unwrap_or_default(),
-                },
-                vector: r.dequantize(),
-            }
-        })
-        .collect())
-}
-
 fn load_record(
     index_dir: &Path,
     repo_root: &Path,
@@ -325,24 +230,22 @@ fn load_record(
         lang.add(LangTally::of(&sec.heading));
         lang.add(LangTally::of(&sec.text));
     }
-    let vectors = load_vectors(
+    let mut vectors = load_vectors(
         &index_dir.join("embeddings").join(format!("{stem}.bin")),
         &node.id,
         extracted.as_ref(),
     )?;
-    Ok((
-        NodeRecord {
-            node,
-            fields,
-            sections,
-            links,
-            stale,
-            stem: stem.to_string(),
-            items: Vec::new(),
-            lang,
-        },
-        vectors,
-    ))
+    let mut rec = NodeRecord {
+        links,
+        stale,
+        stem: stem.to_string(),
+        lang,
+        fields,
+        sections,
+        ..NodeRecord::brief(node)
+    };
+    super::agent::attach(index_dir, stem, &mut rec, &mut vectors);
+    Ok((rec, vectors))
 }
 
 /// Resolve every link globally with core's resolver ([`crate::graph::Graph`]): typed edges
@@ -372,6 +275,7 @@ pub fn resolve_graph(srcs: &[(Node, Vec<crate::spec::LinkRecord>)]) -> (Vec<Edge
             to: e.to.clone(),
             edge_type: e.edge_type.clone(),
             violation: e.layer_violation,
+            agent: false,
         })
         .collect();
     // One orphan per link as written: a typed record and its generic twin are the same link.
@@ -574,16 +478,20 @@ pub fn update(
     }
     // Global resolution over all (node, links).
     let mut srcs: Vec<(Node, Vec<crate::spec::LinkRecord>)> = Vec::new();
-    let mut lang = LangTally::default();
+    let (mut lang, mut agent) = (LangTally::default(), Vec::new());
     for kv in store.nodes.iter(&wtxn).map_err(lm)? {
         let (_, rec) = kv.map_err(lm)?;
         lang.add(rec.lang);
+        agent.extend(super::agent::relations(&rec));
+        stats.errors.extend(super::agent::error(&rec));
         if rec.stale {
             stats.stale_specs.push(rec.node.source_file.clone());
         }
         srcs.push((rec.node, rec.links));
     }
-    let (edges, orphans) = resolve_graph(&srcs);
+    let (mut edges, orphans) = resolve_graph(&srcs);
+    let ids = srcs.iter().map(|(n, _)| n.id.as_str()).collect();
+    super::agent::add_edges(&mut edges, &agent, &ids);
     store.fwd.clear(&mut wtxn).map_err(lm)?;
     store.rev.clear(&mut wtxn).map_err(lm)?;
     let mut fwd: BTreeMap<&str, Vec<Edge>> = BTreeMap::new();

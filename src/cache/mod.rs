@@ -22,11 +22,13 @@
 //! rebuilds into a fresh generation, [`take_damage`] lets a command answer again once, and
 //! [`Cache::is_damaged`] makes the servers reopen. [`health`] is `kdd doctor`'s deep check.
 
+pub mod agent;
 mod bm25;
 pub mod build;
 pub mod check;
 mod gen;
 pub mod resolve;
+mod scan;
 pub mod store;
 pub mod text;
 
@@ -58,7 +60,7 @@ pub struct Orphan {
 }
 
 /// Version of the cache layout and of what it derives. Bump to force a rebuild everywhere.
-pub const CACHE_VERSION: u32 = 3;
+pub const CACHE_VERSION: u32 = 4;
 
 /// Cache errors.
 #[derive(Debug, thiserror::Error)]
@@ -131,7 +133,7 @@ pub fn fingerprint(index_dir: &Path) -> Result<String, Error> {
     let domains: Vec<String> = serde_json::from_slice::<Manifest>(&manifest)
         .map(|m| m.domains)
         .unwrap_or_default();
-    for top in ["nodes", "edges", "embeddings"] {
+    for top in ["nodes", "edges", "embeddings", "enrichments"] {
         let t = index_dir.join(top);
         add(&t, std::fs::metadata(&t).ok());
         for k in Kind::ALL {
@@ -173,6 +175,7 @@ pub struct Cache {
     damaged: AtomicBool,
     embedder: Option<std::sync::Arc<dyn crate::embed::QueryEmbedder>>,
     embedder_missing: Option<String>,
+    agent_edges: AtomicBool,
 }
 
 impl std::fmt::Debug for Cache {
@@ -234,6 +237,7 @@ impl Cache {
             damaged: AtomicBool::new(false),
             embedder: None,
             embedder_missing: None,
+            agent_edges: AtomicBool::new(true),
         };
         // Fast path: a fresh, intact generation.
         if !opts.force_rebuild {
@@ -306,9 +310,12 @@ impl Cache {
             &self.root,
             &OpenOptions::default(),
         )?;
-        let emb = self.embedder.take();
+        let (emb, agent_edges) = (
+            self.embedder.take(),
+            self.agent_edges.load(Ordering::SeqCst),
+        );
         *self = fresh;
-        self.embedder = emb;
+        (self.embedder, self.agent_edges) = (emb, AtomicBool::new(agent_edges));
         Ok(true)
     }
 
@@ -403,16 +410,7 @@ impl Snapshot<'_> {
 
     /// A record holding only the node identity (no fields, no text): for graph walks.
     pub fn node_brief(&self, id: &str) -> Result<Option<NodeRecord>, Error> {
-        Ok(self.lite(id)?.map(|l| NodeRecord {
-            node: l.node,
-            fields: Default::default(),
-            sections: Vec::new(),
-            links: Vec::new(),
-            stale: false,
-            stem: String::new(),
-            items: Vec::new(),
-            lang: LangTally::default(),
-        }))
+        Ok(self.lite(id)?.map(|l| NodeRecord::brief(l.node)))
     }
 
     /// Edges leaving a node.
@@ -423,7 +421,7 @@ impl Snapshot<'_> {
             .fwd
             .get(&self.txn, id)
             .map_err(|e| self.bad(lm(e)))?
-            .unwrap_or_default())
+            .map_or_else(Vec::new, |v| self.keep(v)))
     }
 
     /// Edges arriving at a node.
@@ -434,7 +432,7 @@ impl Snapshot<'_> {
             .rev
             .get(&self.txn, id)
             .map_err(|e| self.bad(lm(e)))?
-            .unwrap_or_default())
+            .map_or_else(Vec::new, |v| self.keep(v)))
     }
 
     /// Every node id, sorted.

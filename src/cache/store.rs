@@ -1,7 +1,7 @@
 //! The LMDB side of the cache (heed): nodes with their re-parsed text, raw links, resolved edges
 //! in both directions, the name table, per-artifact file stamps (for incremental updates),
 //! chunk references for vectors, and a meta table (version stamp, freshness fingerprint, graph
-//! summaries). One write transaction per update: readers always see a committed snapshot.
+//! summaries; agent edges and enrichment notes, see `agent.rs`). One write transaction per update: readers always see a committed snapshot.
 
 use super::Error;
 use crate::spec::{IndexedFields, LinkRecord, Node};
@@ -39,6 +39,26 @@ pub struct NodeRecord {
     /// Spanish/English function words in the spec's text (summed into the corpus language).
     #[serde(default)]
     pub lang: super::text::LangTally,
+    /// The current agent enrichment (L3), when there is one; its summary is the last section.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<super::agent::AgentNote>,
+}
+
+impl NodeRecord {
+    /// A record holding only the node identity (no fields, no text): for graph walks.
+    pub fn brief(node: Node) -> NodeRecord {
+        NodeRecord {
+            node,
+            fields: Default::default(),
+            sections: Vec::new(),
+            links: Vec::new(),
+            stale: false,
+            stem: String::new(),
+            items: Vec::new(),
+            lang: Default::default(),
+            agent: None,
+        }
+    }
 }
 
 /// A node's identity plus its degree: what graph walks need, without the text.
@@ -57,6 +77,9 @@ pub struct Edge {
     pub edge_type: String,
     /// BR-LAYER-001 violation (source layer below target layer in the 01→04 flow).
     pub violation: bool,
+    /// An implicit relation from the developer's agent (L3), not a link written in a spec.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub agent: bool,
 }
 
 /// One chunk behind a vector item.

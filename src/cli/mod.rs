@@ -107,6 +107,8 @@ pub enum Command {
     Orphans(commands::orphans::Args),
     /// Context for a task from hints: paths, ids, names, keywords (QRY-007).
     Context(commands::context::Args),
+    /// L3: have your own agent summarise specs and find implicit relations (UC-003).
+    Enrich(commands::enrich::Args),
     /// Check the installation: runtime, model, hooks, merge driver, index and cache.
     Doctor(commands::doctor::Args),
     /// Wire hooks and the merge driver into a repository (idempotent).
@@ -204,6 +206,7 @@ fn run_command(cli: &Cli) -> anyhow::Result<ExitStatus> {
         Command::Violations(a) => commands::violations::run(a, g),
         Command::Orphans(a) => commands::orphans::run(a, g),
         Command::Context(a) => commands::context::run(a, g),
+        Command::Enrich(a) => commands::enrich::run(a, g),
         Command::Doctor(a) => commands::doctor::run(a, g),
         Command::Install(a) => commands::install::run(a, g),
         Command::Resolve(a) => commands::resolve::run(a, g),

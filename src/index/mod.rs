@@ -180,7 +180,7 @@ fn stem_of(rel: &str) -> Option<(&str, &str)> {
     let stem = match top {
         "nodes" => rest.strip_suffix(".json")?,
         "edges" => rest.strip_suffix(".jsonl")?,
-        "embeddings" => rest.rsplit_once('.').map(|(s, _)| s)?,
+        "embeddings" | "enrichments" => rest.rsplit_once('.').map(|(s, _)| s)?,
         _ => return None,
     };
     Some((top, stem))
@@ -380,21 +380,21 @@ pub fn full(settings: &Settings, opts: &Options<'_>) -> Result<Outcome, Error> {
     }
     out.indexed = list.len();
     // Remove artifacts of specs that are gone (and stale files of live specs, e.g. an edges
-    // file whose spec lost all its links). Embeddings of live specs are left to the extras.
+    // file whose spec lost all its links). Embeddings (and L3 enrichments) of live specs stay.
     let live: BTreeSet<String> = list
         .iter()
         .map(|e| ArtifactPaths::node_stem(&e.node))
         .collect();
     let store = IndexStore::new(&settings.index_dir);
     let mut existing = Vec::new();
-    for top in ["nodes", "edges", "embeddings"] {
+    for top in ["nodes", "edges", "embeddings", "enrichments"] {
         list_files(&store.paths.root().join(top), top, &mut existing);
     }
     for rel in existing {
         let Some((top, stem)) = stem_of(&rel) else {
             continue;
         };
-        let keep = if top == "embeddings" {
+        let keep = if top == "embeddings" || top == "enrichments" {
             live.contains(stem)
         } else {
             expected.contains(&rel)

@@ -15,6 +15,9 @@
 //!     smaller bytes (re-derived with their node by the heal); two invalid → the fallback.
 //! - Every rule is total: arbitrary bytes never panic, they give `Unsupported` (property tests
 //!   and a bounded fuzz in `proptests.rs` and `tests/it/hostile/net.rs`).
+//!   - enrichment files (L3): union of the `(spec_hash, agent)` entries minus those either side
+//!     removed; readers use the entry whose spec hash is the merged node's
+//!     (`artifact::enrichment`), so the side that enriched the merged text wins.
 //!   - manifest: field-wise three-way merge, union of domains; incompatible embedding models or
 //!     format versions are a real conflict ("Incompatible embedding models, cannot merge").
 //! - [`refs`]: the ref-level merge of whole indexes for the server (`kdd merge-index`, CMD-004).
@@ -37,6 +40,7 @@ pub enum FileKind {
     Node,
     Edges,
     Embedding,
+    Enrichment,
     Manifest,
     /// Not a known artifact: git's own merge applies.
     Other,
@@ -56,6 +60,8 @@ pub fn classify(path: &str) -> FileKind {
         FileKind::Edges
     } else if rel.starts_with("embeddings/") && rel.ends_with(".bin") {
         FileKind::Embedding
+    } else if rel.starts_with("enrichments/") && rel.ends_with(".json") {
+        FileKind::Enrichment
     } else {
         FileKind::Other
     }
@@ -80,6 +86,8 @@ pub fn merge_file(kind: FileKind, base: Option<&[u8]>, ours: &[u8], theirs: &[u8
         FileKind::Edges => merge_edges(base, ours, theirs),
         FileKind::Embedding => merge_embeddings(base, ours, theirs),
         FileKind::Manifest => merge_manifest(base, ours, theirs),
+        FileKind::Enrichment => crate::artifact::enrichment::merge_enrichment(base, ours, theirs)
+            .map_or_else(Outcome::Unsupported, Outcome::Merged),
         FileKind::Other => Outcome::Unsupported("not a kdd artifact".into()),
     }
 }

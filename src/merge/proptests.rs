@@ -104,6 +104,28 @@ fn manifest() -> impl Strategy<Value = Vec<u8>> {
         })
 }
 
+fn enrichment() -> impl Strategy<Value = Vec<u8>> {
+    use crate::artifact::enrichment::{render, Enrichment, Entry};
+    proptest::collection::vec(("h[1-3]", "[ab]@1", "[a-z]{0,6}"), 0..4).prop_map(|xs| {
+        let entries = xs
+            .into_iter()
+            .map(|(spec_hash, agent, summary)| Entry {
+                spec_hash,
+                agent,
+                summary,
+                relations: Vec::new(),
+                impact: Vec::new(),
+                vector: None,
+            })
+            .collect();
+        render(&Enrichment {
+            format: 1,
+            id: "Entity:A".into(),
+            entries,
+        })
+    })
+}
+
 /// A valid, canonical artifact of `kind`.
 fn valid(kind: FileKind) -> BoxedStrategy<Vec<u8>> {
     match kind {
@@ -111,6 +133,7 @@ fn valid(kind: FileKind) -> BoxedStrategy<Vec<u8>> {
         FileKind::Edges => edges().boxed(),
         FileKind::Embedding => vectors().boxed(),
         FileKind::Manifest => manifest().boxed(),
+        FileKind::Enrichment => enrichment().boxed(),
         FileKind::Other => any::<Vec<u8>>().boxed(),
     }
 }
@@ -126,6 +149,7 @@ fn kind() -> impl Strategy<Value = FileKind> {
         Just(FileKind::Edges),
         Just(FileKind::Embedding),
         Just(FileKind::Manifest),
+        Just(FileKind::Enrichment),
     ]
 }
 

@@ -126,11 +126,7 @@ impl Trail {
             } else {
                 (id.clone(), nb.clone())
             };
-            t.follow(EdgeRef {
-                from_node,
-                to_node,
-                edge_type: ty.clone(),
-            });
+            t.follow(EdgeRef::new(&from_node, &to_node, ty));
             if sg.is_some() {
                 t.graph_hit.insert(id.clone());
             } else {
@@ -215,11 +211,7 @@ pub(super) fn expand(
                 } else {
                     (nb.clone(), cur.clone())
                 };
-                let er = EdgeRef {
-                    from_node,
-                    to_node,
-                    edge_type: ty.clone(),
-                };
+                let er = EdgeRef::new(&from_node, &to_node, &ty);
                 if let Some(own) = scores.get(&nb).copied() {
                     if own < *seed_score && is_cand.contains(nb.as_str()) {
                         scores.insert(nb.clone(), own + GRAPH_BONUS * w.weight * seed_score);

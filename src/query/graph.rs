@@ -75,12 +75,10 @@ pub fn graph(cache: &Cache, req: &GraphRequest) -> Result<GraphResponse, Error> 
     let edges: Vec<EdgeRef> = edges
         .into_iter()
         .filter(|(f, t, _)| keep.contains(f.as_str()) && keep.contains(t.as_str()))
-        .map(|(from_node, to_node, edge_type)| EdgeRef {
-            from_node,
-            to_node,
-            edge_type,
-        })
+        .map(|(from, to, edge_type)| EdgeRef::new(&from, &to, &edge_type))
         .collect();
+    let mut edges = edges;
+    super::agent::mark_edges(&snap, &mut edges)?;
     Ok(GraphResponse {
         center_node: brief(&center),
         total_nodes: related.len() + 1,
@@ -166,6 +164,7 @@ pub fn impact(cache: &Cache, req: &ImpactRequest) -> Result<ImpactResponse, Erro
                 source_file: rec.node.source_file.clone(),
                 impact: impact_text(&rec, &center_name, &types[0]),
                 edge_type: types[0].clone(),
+                source: None,
             });
         } else {
             let via = &path[path.len() - 2];
@@ -181,6 +180,7 @@ pub fn impact(cache: &Cache, req: &ImpactRequest) -> Result<ImpactResponse, Erro
                 path,
                 edge_types: types,
                 distance: *d,
+                source: None,
             });
         }
     }
@@ -228,7 +228,7 @@ pub fn impact(cache: &Cache, req: &ImpactRequest) -> Result<ImpactResponse, Erro
             }
         }
     }
-    Ok(ImpactResponse {
+    let mut r = ImpactResponse {
         analyzed_node: brief(&center),
         change_type: req.change_type,
         total_directly_affected: direct.len(),
@@ -238,7 +238,10 @@ pub fn impact(cache: &Cache, req: &ImpactRequest) -> Result<ImpactResponse, Erro
         transitively_affected: trans,
         scenarios_to_rerun: scenarios,
         truncated,
-    })
+        agent_notes: Vec::new(),
+    };
+    super::agent::mark_impact(&snap, &mut r)?;
+    Ok(r)
 }
 
 /// Scenario names of a feature that mention `target` (in tags, name or steps: its local id,

@@ -106,6 +106,7 @@ pub(super) fn hit_of(
     best: Option<usize>,
 ) -> Hit {
     let span = best.and_then(|i| super::evidence::span(rec, i));
+    let source = super::agent::hit_source(rec, best);
     Hit {
         node_id: rec.node.id.clone(),
         kind: rec.node.kind,
@@ -119,7 +120,8 @@ pub(super) fn hit_of(
         indexed_fields: rec.fields.clone(),
         reached_via: via,
         section: span.as_ref().map(|s| s.0.clone()),
-        lines: span.map(|s| s.1),
+        lines: span.map(|s| s.1).filter(|_| source.is_none()),
+        source,
     }
 }
 

@@ -31,7 +31,6 @@ use super::hits::{
     Picked,
 };
 use super::types::*;
-use super::util::brief;
 use super::Error;
 use crate::artifact::IndexLevel;
 use crate::cache::{Cache, NodeRecord, Snapshot, TextFilter};
@@ -341,12 +340,14 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     };
     let (results, total_tokens) = render(&snap, &found, &words, budget, &mut warnings);
     let kept: HashSet<&str> = results.iter().map(|h| h.node_id.as_str()).collect();
-    let graph_expansion: Vec<EdgeRef> = trail
+    let mut graph_expansion: Vec<EdgeRef> = trail
         .followed
         .into_iter()
         .filter(|e| kept.contains(e.from_node.as_str()) && kept.contains(e.to_node.as_str()))
         .collect();
-    let _ = brief;
+    super::agent::mark_edges(&snap, &mut graph_expansion)?;
+    let mut results = results;
+    super::agent::mark_reached(&snap, &mut results)?;
     Ok(HybridResponse {
         expanded_with: searched.used,
         total_results: results.len(),

@@ -6,6 +6,7 @@
 //! the cache and a serde request and returns a serde response or a typed [`Error`] whose
 //! [`Error::code`] is the PRD error code (`QUERY_TOO_SHORT`, `NODE_NOT_FOUND`…).
 
+pub mod agent;
 mod context;
 mod domain;
 pub mod evidence;

@@ -148,6 +148,10 @@ pub struct Hit {
     /// 1-based `[start, end]` lines of that section in `source_file`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lines: Option<[usize; 2]>,
+    /// `agent` when the developer's agent (L3) put it here: its best evidence is the agent's
+    /// summary, or the graph reached it through an agent edge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// An edge followed during expansion.
@@ -156,6 +160,21 @@ pub struct EdgeRef {
     pub from_node: String,
     pub to_node: String,
     pub edge_type: String,
+    /// `agent` for an implicit relation found by the developer's agent (L3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+impl EdgeRef {
+    /// A spec edge (`source` is set afterwards for agent edges).
+    pub fn new(from_node: &str, to_node: &str, edge_type: &str) -> EdgeRef {
+        EdgeRef {
+            from_node: from_node.to_string(),
+            to_node: to_node.to_string(),
+            edge_type: edge_type.to_string(),
+            source: None,
+        }
+    }
 }
 
 /// QRY-003 response.
@@ -310,6 +329,9 @@ pub struct DirectImpact {
     /// The edge from the dependent to the analysed node (first one when several).
     pub edge_type: String,
     pub impact: String,
+    /// `agent` when that edge is an implicit relation from the developer's agent (L3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// A node that depends on the analysed node through others.
@@ -324,6 +346,19 @@ pub struct TransitiveImpact {
     pub edge_types: Vec<String>,
     pub distance: u8,
     pub impact: String,
+    /// `agent` when an edge of the path is an implicit relation from the developer's agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// A preliminary impact note the developer's agent wrote for the analysed node (L3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentImpactNote {
+    pub note: String,
+    /// Agent id (`program@hash`).
+    pub agent: String,
+    /// Always `agent`.
+    pub source: String,
 }
 
 /// A BDD scenario to re-run.
@@ -349,6 +384,9 @@ pub struct ImpactResponse {
     pub total_scenarios: usize,
     /// True when propagation stopped at `depth` with more dependents beyond.
     pub truncated: bool,
+    /// The agent's impact notes for the analysed node (L3), marked `source: agent`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agent_notes: Vec<AgentImpactNote>,
 }
 
 /// QRY-005 request.

@@ -11,6 +11,7 @@ mod core;
 mod demo;
 mod docs;
 mod embed;
+mod enrich;
 mod fuzz_parse;
 mod git;
 mod hostile;

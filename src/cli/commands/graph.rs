@@ -33,6 +33,9 @@ pub struct Args {
     /// Follow edges that violate BR-LAYER-001 too.
     #[arg(long)]
     pub no_respect_layers: bool,
+    /// Ignore the implicit relations found by the developer's agent (L3 `source: agent` edges).
+    #[arg(long)]
+    pub no_agent_edges: bool,
     /// Output format (default text, or json with --json).
     #[arg(long, value_enum)]
     pub format: Option<Format>,
@@ -51,6 +54,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };
+    cache.set_agent_edges(!args.no_agent_edges);
     let g = match query::graph(&cache, &req) {
         Ok(g) => g,
         Err(e) => return fail(global, &e),
@@ -82,8 +86,13 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             }
             s.push_str("edges:\n");
             for e in &g.edges {
+                let mark = if e.source.is_some() {
+                    "  (source: agent)"
+                } else {
+                    ""
+                };
                 s.push_str(&format!(
-                    "  {} -{}-> {}\n",
+                    "  {} -{}-> {}{mark}\n",
                     e.from_node, e.edge_type, e.to_node
                 ));
             }

@@ -14,6 +14,9 @@ pub struct Args {
     /// `modify_attribute` (default), `add_attribute`, `remove` or `rename`.
     #[arg(long, default_value = "modify_attribute", value_parser = parse_change)]
     pub change_type: ChangeType,
+    /// Ignore the implicit relations found by the developer's agent (L3 `source: agent` edges).
+    #[arg(long)]
+    pub no_agent_edges: bool,
     /// Propagation depth (1–5).
     #[arg(long, default_value_t = 3)]
     pub depth: u8,
@@ -29,6 +32,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };
+    cache.set_agent_edges(!args.no_agent_edges);
     let req = ImpactRequest {
         node: args.node.clone(),
         change_type: args.change_type,
@@ -51,8 +55,13 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             r.total_directly_affected
         ));
         for d in &r.directly_affected {
+            let mark = if d.source.is_some() {
+                "  (source: agent)"
+            } else {
+                ""
+            };
             s.push_str(&format!(
-                "  {}  {}  [{}] {}\n",
+                "  {}  {}  [{}] {}{mark}\n",
                 hl(&d.id),
                 d.kind,
                 d.edge_type,
@@ -71,6 +80,12 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             s.push_str(&format!(
                 "  {} :: {}  ({})\n",
                 sc.feature, sc.scenario, sc.reason
+            ));
+        }
+        for n in &r.agent_notes {
+            s.push_str(&format!(
+                "agent note ({}, source: agent): {}\n",
+                n.agent, n.note
             ));
         }
         if r.truncated {

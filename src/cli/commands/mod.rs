@@ -3,6 +3,7 @@ pub mod at_ref;
 pub mod context;
 pub mod coverage;
 pub mod doctor;
+pub mod enrich;
 pub mod gitattributes;
 pub mod graph;
 pub mod hook;

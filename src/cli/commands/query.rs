@@ -40,6 +40,9 @@ pub struct Args {
     /// Follow edges that violate BR-LAYER-001 too.
     #[arg(long)]
     pub no_respect_layers: bool,
+    /// Ignore the implicit relations found by the developer's agent (L3 `source: agent` edges).
+    #[arg(long)]
+    pub no_agent_edges: bool,
     /// Token budget of the answer: indexed fields are shed from the bottom hits first, then
     /// hits (the best one always stays).
     #[arg(long, default_value_t = 8000)]
@@ -156,8 +159,9 @@ pub fn print_hits(hits: &[query::Hit]) -> std::io::Result<()> {
             h.kind,
             h.title,
             h.source_file,
-            match (&h.section, h.lines) {
-                (Some(s), Some([a, b])) => format!(":{a}-{b} ({s})"),
+            match (&h.section, h.lines, &h.source) {
+                (Some(s), Some([a, b]), _) => format!(":{a}-{b} ({s})"),
+                (Some(s), None, Some(src)) => format!(" ({s}; source: {src})"),
                 _ => String::new(),
             },
             h.match_source,
@@ -183,8 +187,13 @@ fn print_human(r: &HybridResponse) -> std::io::Result<()> {
     if !r.graph_expansion.is_empty() {
         let mut s = String::from("graph:\n");
         for e in &r.graph_expansion {
+            let mark = if e.source.is_some() {
+                "  (source: agent)"
+            } else {
+                ""
+            };
             s.push_str(&format!(
-                "    {} -{}-> {}\n",
+                "    {} -{}-> {}{mark}\n",
                 e.from_node, e.edge_type, e.to_node
             ));
         }
@@ -219,6 +228,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };
+    cache.set_agent_edges(!args.no_agent_edges);
     let r = match query::hybrid(&cache, &req) {
         Ok(r) => r,
         Err(e) => return fail(global, &e),

@@ -140,8 +140,10 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
         .filter_map(|p| p.strip_prefix("nodes/")?.strip_suffix(".json"))
         .collect();
     for p in actual.keys() {
+        // Vectors and agent enrichments (L3) of a live node are fine too.
         let live_vectors = p
             .strip_prefix("embeddings/")
+            .or_else(|| p.strip_prefix("enrichments/"))
             .and_then(|r| r.rsplit_once('.'))
             .is_some_and(|(stem, _)| live.contains(stem));
         if !expected.contains_key(p) && !live_vectors && !kept.contains(p) {
@@ -178,6 +180,7 @@ fn kept_artifacts(
             kept.insert(p.clone());
             kept.insert(ArtifactPaths::edges_rel(&n));
             kept.insert(ArtifactPaths::embeddings_rel(&n));
+            kept.insert(ArtifactPaths::enrichment_rel(&n));
         }
     }
     kept

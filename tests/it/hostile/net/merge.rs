@@ -231,6 +231,19 @@ fn mutate(mut b: Vec<u8>, other: &[u8], ms: &[Mutation]) -> Vec<u8> {
     b
 }
 
+fn enrichment(hash: &str, agent: &str) -> Vec<u8> {
+    use kdd::artifact::enrichment::{render, Enrichment, Entry};
+    let entry = Entry {
+        spec_hash: hash.into(),
+        agent: agent.into(),
+        summary: "s".into(),
+        relations: Vec::new(),
+        impact: vec!["n".into()],
+        vector: None,
+    };
+    render(&Enrichment::single("Entity:Pedido", entry))
+}
+
 /// Is `bytes` a readable artifact of `kind` (what a clean merge must produce)?
 fn readable(kind: kdd::merge::FileKind, bytes: &[u8]) -> bool {
     use kdd::merge::FileKind;
@@ -242,6 +255,7 @@ fn readable(kind: kdd::merge::FileKind, bytes: &[u8]) -> bool {
         }
         FileKind::Embedding => kdd::embed::decode("", bytes).is_ok(),
         FileKind::Manifest => obj(bytes),
+        FileKind::Enrichment => kdd::artifact::enrichment::parse(bytes).is_ok(),
         FileKind::Other => true,
     }
 }
@@ -282,6 +296,12 @@ fn merge_driver_fuzz() {
             vectors(2),
         ),
         (FileKind::Manifest, ".kdd-index/manifest.json", manifest.clone(), manifest),
+        (
+            FileKind::Enrichment,
+            ".kdd-index/enrichments/entity/Pedido.json",
+            enrichment("h1", "a@1"),
+            enrichment("h2", "b@2"),
+        ),
     ];
     let muts = || proptest::collection::vec(mutation(), 0..3);
     let strategy = (0..seeds.len(), muts(), muts(), muts(), any::<bool>());
