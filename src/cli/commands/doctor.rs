@@ -330,7 +330,7 @@ fn embedding_checks(args: &Args, checks: &mut Vec<Check>) {
                 ));
             } else {
                 let t = Instant::now();
-                match model::FastEmbedder::load(&spec) {
+                match model::OrtEmbedder::load(&spec) {
                     Ok(m) => checks.push(Check::new(
                         "active-model",
                         Status::Ok,
