@@ -50,6 +50,9 @@ pub struct CompactUnigram {
     scores: Vec<f64>,
     /// Piece ids ordered by piece bytes; for a duplicated piece only its last id is kept.
     sorted: Vec<u32>,
+    /// `sorted[first[b]..first[b + 1]]` are the pieces starting with byte `b` (the first step
+    /// of every prefix search, without a binary search over the whole vocabulary).
+    first: Vec<u32>,
     min_score: f64,
     unk_id: Option<usize>,
     byte_fallback: bool,
@@ -90,6 +93,7 @@ impl CompactUnigram {
             ends,
             scores,
             sorted: Vec::new(),
+            first: Vec::new(),
             min_score,
             unk_id,
             byte_fallback,
@@ -105,6 +109,19 @@ impl CompactUnigram {
             }
         }
         kept.shrink_to_fit();
+        model.first = (0..=256u32)
+            .map(|b| {
+                // Pieces are non-empty except a possible "" (which sorts first).
+                kept.partition_point(|id| {
+                    model
+                        .piece(*id)
+                        .as_bytes()
+                        .first()
+                        .map_or(-1, |&x| x as i32)
+                        < b as i32
+                }) as u32
+            })
+            .collect();
         model.sorted = kept;
         Ok(model)
     }
@@ -125,10 +142,17 @@ impl CompactUnigram {
         &self.arena[start..self.ends[i] as usize]
     }
 
+    /// [`CompactUnigram::piece`] as bytes (no char-boundary checks on the hot path).
+    fn bytes(&self, id: u32) -> &[u8] {
+        let i = id as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.arena.as_bytes()[start..self.ends[i] as usize]
+    }
+
     /// The id of `piece` (the last one when the vocabulary repeats it).
     fn id_of(&self, piece: &str) -> Option<u32> {
         self.sorted
-            .binary_search_by(|id| self.piece(*id).as_bytes().cmp(piece.as_bytes()))
+            .binary_search_by(|id| self.bytes(*id).cmp(piece.as_bytes()))
             .ok()
             .map(|i| self.sorted[i])
     }
@@ -137,29 +161,43 @@ impl CompactUnigram {
     /// sorted range of pieces starting with `rest[..n]` narrows as `n` grows.
     fn prefixes(&self, rest: &[u8], out: &mut Vec<(usize, u32)>) {
         out.clear();
-        let (mut lo, mut hi) = (0usize, self.sorted.len());
-        for n in 1..=rest.len() {
+        let Some(&b0) = rest.first() else {
+            return;
+        };
+        let (mut lo, mut hi) = (
+            self.first[b0 as usize] as usize,
+            self.first[b0 as usize + 1] as usize,
+        );
+        if lo == hi {
+            return;
+        }
+        if self.bytes(self.sorted[lo]).len() == 1 {
+            out.push((1, self.sorted[lo]));
+        }
+        for n in 2..=rest.len() {
             let byte = rest[n - 1];
             // Within [lo, hi) every piece shares rest[..n-1]; order by the byte at n-1
             // (a piece of length n-1 sorts first, as if its byte were below 0).
-            let key = |id: &u32| self.piece(*id).as_bytes().get(n - 1).copied();
+            let key = |id: &u32| self.bytes(*id).get(n - 1).copied();
             let range = &self.sorted[lo..hi];
             let first = range.partition_point(|id| key(id) < Some(byte));
-            let last = range.partition_point(|id| key(id) <= Some(byte));
+            let last = first + range[first..].partition_point(|id| key(id) == Some(byte));
             if first == last {
                 return;
             }
             hi = lo + last;
             lo += first;
             let id = self.sorted[lo];
-            if self.piece(id).len() == n {
+            if self.bytes(id).len() == n {
                 out.push((n, id));
             }
         }
     }
 
-    /// The reference's optimised Viterbi (`Unigram::encode_optimized`), returning pieces.
-    fn encode(&self, sentence: &str) -> Result<Vec<String>, UnigramError> {
+    /// The reference's optimised Viterbi (`Unigram::encode_optimized`), returning pieces with
+    /// the id the search found them under (`None` for a run of unknown pieces, looked up by
+    /// the caller as the reference looks up every piece).
+    fn encode(&self, sentence: &str) -> Result<Vec<(String, Option<u32>)>, UnigramError> {
         #[derive(Clone, Copy)]
         struct Best {
             id: usize,
@@ -213,7 +251,7 @@ impl CompactUnigram {
             start += mblen;
         }
         // Backtrack, fusing runs of unknown pieces into one.
-        let mut results: Vec<String> = Vec::new();
+        let mut results: Vec<(String, Option<u32>)> = Vec::new();
         let mut end = size;
         let mut unk_run_start: Option<usize> = None;
         let mut unk_run_end = 0;
@@ -227,14 +265,14 @@ impl CompactUnigram {
                 unk_run_start = Some(start);
             } else {
                 if let Some(s) = unk_run_start.take() {
-                    results.push(sentence[s..unk_run_end].to_string());
+                    results.push((sentence[s..unk_run_end].to_string(), None));
                 }
-                results.push(sentence[start..end].to_string());
+                results.push((sentence[start..end].to_string(), Some(node.id as u32)));
             }
             end = start;
         }
         if let Some(s) = unk_run_start {
-            results.push(sentence[s..unk_run_end].to_string());
+            results.push((sentence[s..unk_run_end].to_string(), None));
         }
         results.reverse();
         Ok(results)
@@ -249,11 +287,11 @@ impl Model for CompactUnigram {
         let pieces = self.encode(sentence)?;
         let mut offset = 0;
         let mut tokens = Vec::with_capacity(pieces.len());
-        for piece in pieces {
+        for (piece, found) in pieces {
             let len = piece.len();
             let offsets = (offset, offset + len);
             offset += len;
-            if let Some(id) = self.id_of(&piece) {
+            if let Some(id) = found.or_else(|| self.id_of(&piece)) {
                 tokens.push(Token::new(id, piece, offsets));
                 continue;
             }
