@@ -320,7 +320,7 @@ fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
 pub struct LoadTimings {
     /// dlopen + environment.
     pub runtime: Duration,
-    /// Reading the model files.
+    /// Reading the tokenizer files (ONNX Runtime reads `model.onnx` itself, inside `build`).
     pub read: Duration,
     /// Tokenizer + ONNX session construction.
     pub build: Duration,
@@ -364,7 +364,7 @@ impl OrtEmbedder {
             special_tokens_map: read("special_tokens_map.json")?,
             tokenizer_config: read("tokenizer_config.json")?,
         };
-        let onnx = read("model.onnx")?;
+        let onnx = spec.dir.join("model.onnx");
         let t2 = Instant::now();
         let load_error = |message: String| Error::ModelLoad {
             model: spec.id.clone(),
@@ -373,14 +373,13 @@ impl OrtEmbedder {
         };
         let tokenizer = TextTokenizer::load(&files, spec.max_length).map_err(load_error)?;
         drop(files);
-        // The model bytes live only until the session is committed (ONNX Runtime copies the
-        // initializers it keeps); a panic inside the runtime is an error, not an abort.
+        // ONNX Runtime reads model.onnx itself: no second, Rust-side copy of its bytes during
+        // the load. A panic inside the runtime is an error, not an abort.
         let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             OnnxModel::build(&env, &onnx, tokenizer, spec.cls_pooling, memory)
         }))
         .map_err(|p| panic_message(&p))
         .and_then(|r| r);
-        drop(onnx);
         let mut model = built.map_err(load_error)?;
         let t3 = Instant::now();
         let dims = match spec.dims {
