@@ -250,3 +250,90 @@ fn configure<M: Model>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOKENIZER: &str = r#"{
+      "version": "1.0", "truncation": null, "padding": null,
+      "added_tokens": [
+        {"id": 0, "content": "<s>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+        {"id": 1, "content": "<pad>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+        {"id": 2, "content": "</s>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+        {"id": 3, "content": "<unk>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}
+      ],
+      "normalizer": {"type": "NFKC"},
+      "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true},
+      "post_processor": {"type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+        "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+        "special_tokens": {"<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]}, "</s>": {"id": "</s>", "ids": [2], "tokens": ["</s>"]}}},
+      "decoder": null,
+      "model": {"type": "Unigram", "unk_id": 3, "byte_fallback": false, "vocab": [
+        ["<s>", 0.0], ["<pad>", 0.0], ["</s>", 0.0], ["<unk>", 0.0], ["▁", -1.0], ["▁a", -2.0],
+        ["b", -2.5], ["ab", -1.5], ["▁ab", -1.2], ["c", -3.0], ["ñ", -2.0], ["▁ñ", -2.2]]}
+    }"#;
+
+    fn files(tokenizer_config: &str) -> TokenizerFiles {
+        TokenizerFiles {
+            tokenizer: TOKENIZER.as_bytes().to_vec(),
+            config: br#"{"pad_token_id": 1}"#.to_vec(),
+            special_tokens_map: br#"{"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": {"content": "<pad>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false}}"#.to_vec(),
+            tokenizer_config: tokenizer_config.as_bytes().to_vec(),
+        }
+    }
+
+    const CONFIG: &str = r#"{"model_max_length": 8, "pad_token": "<pad>"}"#;
+
+    #[test]
+    fn compact_and_library_tokenizers_agree_truncate_and_pad() {
+        let f = files(CONFIG);
+        let compact = TextTokenizer::load(&f, 512).unwrap();
+        let reference = TextTokenizer::load_reference(&f, 512).unwrap();
+        assert!(matches!(compact, TextTokenizer::Compact(_)));
+        let texts = [
+            "ab abc",
+            "ñab  ñ xyz",
+            "<s> ab </s>",
+            "ab ab ab ab ab ab ab ab ab",
+            "",
+        ];
+        let a = compact.encode_batch(&texts).unwrap();
+        let b = reference.encode_batch(&texts).unwrap();
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(x.get_ids(), y.get_ids());
+            assert_eq!(x.get_attention_mask(), y.get_attention_mask());
+            assert_eq!(x.get_type_ids(), y.get_type_ids());
+            // model_max_length 8 caps the 512 asked for; the batch is padded to its longest.
+            assert_eq!(x.len(), 8);
+        }
+        assert_eq!(a[0].get_ids()[0], 0, "<s> first");
+        assert!(a[4].get_ids().ends_with(&[1]), "padded with <pad> = 1");
+    }
+
+    #[test]
+    fn bad_files_are_errors_naming_the_file() {
+        let err = |r: Result<TextTokenizer, String>| r.err().expect("an error");
+        let e = err(TextTokenizer::load(
+            &files(r#"{"pad_token": "<pad>"}"#),
+            512,
+        ));
+        assert!(
+            e.contains("tokenizer_config.json") && e.contains("model_max_length"),
+            "{e}"
+        );
+        let mut broken = files(CONFIG);
+        broken.tokenizer = b"{ not json".to_vec();
+        assert!(err(TextTokenizer::load(&broken, 512)).starts_with("tokenizer.json"));
+        let mut bad_vocab = files(CONFIG);
+        bad_vocab.tokenizer = TOKENIZER
+            .replace("\"unk_id\": 3", "\"unk_id\": 99")
+            .into_bytes();
+        let e = err(TextTokenizer::load(&bad_vocab, 512));
+        assert!(e.starts_with("tokenizer.json") && e.contains("99"), "{e}");
+        let mut bad_config = files(CONFIG);
+        bad_config.config = b"[".to_vec();
+        assert!(err(TextTokenizer::load(&bad_config, 512)).starts_with("config.json"));
+    }
+}
