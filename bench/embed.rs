@@ -7,7 +7,7 @@
 //! - `synth [N]` : the same on N synthetic specs (default 1000).
 
 use kdd::cli::output;
-use kdd::embed::model::{discover, FastEmbedder, ModelChoice};
+use kdd::embed::model::{discover, ModelChoice, OrtEmbedder};
 use kdd::embed::Embedder;
 use std::time::Instant;
 
@@ -31,13 +31,13 @@ pub fn run(args: &[String]) {
     }
 }
 
-fn load() -> Option<FastEmbedder> {
+fn load() -> Option<OrtEmbedder> {
     let ModelChoice::Model(spec) = discover() else {
         say("SKIP: no real model selected (KDD_NO_EMBED / KDD_TEST_EMBEDDER set)");
         return None;
     };
     let t = Instant::now();
-    match FastEmbedder::load(&spec) {
+    match OrtEmbedder::load(&spec) {
         Ok(m) => {
             say(&format!(
                 "model {} load: {:.2}s (runtime {:.3}s, read {:.3}s, session+tokenizer {:.2}s)",
@@ -159,7 +159,13 @@ fn model() {
     ));
     let spec = m.spec().clone();
     drop(m);
-    if let Ok(mut m1) = FastEmbedder::load_with_threads(&spec, Some(1)) {
+    if let Ok(mut m1) = OrtEmbedder::load_with(
+        &spec,
+        &kdd::embed::onnx::SessionMemory {
+            intra_threads: 1,
+            ..Default::default()
+        },
+    ) {
         let t = Instant::now();
         let v1 = m1.embed_passages(&paras[..20]).expect("1 thread");
         let dt = t.elapsed().as_secs_f64();

@@ -11,8 +11,11 @@
 //! first semantic query 4.6 s (model load in-process), server RSS 713 MB; commits with the
 //! server running 0.22–0.30 s (before: 60.3 s); warm service RSS 708 MB, one per user (before:
 //! 707 MB per repository); 8 concurrent clients 159 queries/s; first semantic query after the
-//! service's idle exit 168 ms, semantic. RSS floor: the tokenizer alone holds ~280 MB (HF
-//! tokenizers' unigram trie for 250k pieces, measured standalone), the ONNX session ~400 MB.
+//! service's idle exit 168 ms, semantic. Those RSS figures predate the memory work (own
+//! session + compact Unigram vocabulary): measured since on the warm service (debug build,
+//! VmRSS): 437 → 190 MB after load, 439 → 192 MB after 100 queries, 465–495 → 191–210 MB after
+//! 20 long passages, load peak 851 → 280 MB; `kdd serve` 448–471 → 198 MB. Floor: ~112 MB int8
+//! weights + ~15 MB session state + ~29 MB code + ~7 MB tokenizer (the README's memory paragraph).
 
 use kdd::cli::output;
 use kdd::embed::model::{discover, ModelChoice};

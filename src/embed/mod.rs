@@ -10,7 +10,7 @@
 //! - [`Embedder`] is the one seam between chunking and a model; [`QueryEmbedder`] is the
 //!   query-side seam the cache and the servers hold ([`shared`]: loaded in-process for servers,
 //!   through the per-user warm service ([`warm`], [`service`]) for short-lived processes). The shipped implementation is
-//!   [`model::FastEmbedder`] (fastembed on a provisioned ONNX Runtime, loaded at run time, never
+//!   [`model::OrtEmbedder`] (the model's ONNX session on a provisioned ONNX Runtime, loaded at run time, never
 //!   downloaded); [`hashed::HashedEmbedder`] is a small deterministic stand-in selected only by
 //!   tests or `KDD_TEST_EMBEDDER=1`.
 //! - Loading never panics: a missing runtime or model is an [`Error`] whose message names what is
@@ -23,15 +23,18 @@ pub mod chunk;
 pub mod extras;
 pub mod hashed;
 pub mod model;
+pub mod onnx;
 pub mod plan;
 pub mod service;
 pub mod shared;
 pub mod store;
+pub mod tokenizer;
+pub mod unigram;
 pub mod warm;
 
 pub use chunk::{chunk_spec, embeddable_keys, Chunk};
 pub use hashed::HashedEmbedder;
-pub use model::{discover, FastEmbedder, ModelChoice, ModelSpec};
+pub use model::{discover, ModelChoice, ModelSpec, OrtEmbedder};
 pub use plan::{embed_specs, EmbedStats, SpecVectors};
 pub use shared::{QueryEmbedder, Shared};
 pub use store::{decode, encode, VectorFile, QUANTIZATION};
@@ -161,6 +164,6 @@ pub fn open() -> Result<Box<dyn Embedder + Send>, Error> {
         }
         ModelChoice::Test => Ok(Box::new(HashedEmbedder::new())),
         ModelChoice::Model(spec) if warm::enabled() => Ok(Box::new(warm::Resilient::open(&spec)?)),
-        ModelChoice::Model(spec) => Ok(Box::new(FastEmbedder::load(&spec)?)),
+        ModelChoice::Model(spec) => Ok(Box::new(OrtEmbedder::load(&spec)?)),
     }
 }

@@ -7,7 +7,7 @@
 //! `build.rs`); the workflow tests run both with the deterministic embedder and the model.
 
 use crate::util::{copy_dir, git_repo, kdd_env, shared_dir, text, tree};
-use kdd::embed::model::{discover, FastEmbedder, ModelChoice, ModelSpec};
+use kdd::embed::model::{discover, ModelChoice, ModelSpec, OrtEmbedder};
 use kdd::embed::{chunk_spec, cosine, Embedder};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -247,12 +247,12 @@ fn real_spec() -> Option<ModelSpec> {
 }
 
 /// The real model, loaded once for all tests of this binary.
-fn real_model() -> Option<&'static Mutex<FastEmbedder>> {
-    static MODEL: OnceLock<Option<Mutex<FastEmbedder>>> = OnceLock::new();
+fn real_model() -> Option<&'static Mutex<OrtEmbedder>> {
+    static MODEL: OnceLock<Option<Mutex<OrtEmbedder>>> = OnceLock::new();
     MODEL
         .get_or_init(|| {
             let spec = real_spec()?;
-            match FastEmbedder::load(&spec) {
+            match OrtEmbedder::load(&spec) {
                 Ok(m) => Some(Mutex::new(m)),
                 Err(e) => panic!("the model looks installed but does not load: {e}"),
             }
@@ -260,7 +260,7 @@ fn real_model() -> Option<&'static Mutex<FastEmbedder>> {
         .as_ref()
 }
 
-fn installed_model() -> &'static Mutex<FastEmbedder> {
+fn installed_model() -> &'static Mutex<OrtEmbedder> {
     real_model().expect("build.rs saw the model installed, but discovery does not find it")
 }
 
@@ -468,3 +468,4 @@ fn real_model_warm_service_matches_in_process_vectors() {
 
 /// The daily workflow and the warm service (module file `tests/it/embed/flow.rs`).
 pub mod flow;
+mod golden;

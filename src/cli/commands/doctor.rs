@@ -348,17 +348,18 @@ fn embedding_checks(args: &Args, checks: &mut Vec<Check>) {
                 ));
             } else {
                 let t = Instant::now();
-                match model::FastEmbedder::load(&spec) {
+                match model::OrtEmbedder::load(&spec) {
                     Ok(m) => checks.push(Check::new(
                         "active-model",
                         Status::Ok,
                         format!(
-                            "{} ({} dims) at {}; loads in {:.2}s, {} MB RSS once loaded",
+                            "{} ({} dims) at {}; loads in {:.2}s, {} MB RSS once loaded (this process; warm service target ≤ {} MB)",
                             spec.id,
                             crate::embed::Embedder::dims(&m),
                             spec.dir.display(),
                             t.elapsed().as_secs_f64(),
-                            crate::embed::warm::self_rss_kb() / 1024
+                            crate::embed::warm::self_rss_kb() / 1024,
+                            model::RSS_TARGET_MB
                         ),
                     )),
                     Err(e) => checks
@@ -384,17 +385,36 @@ fn embed_service_check(spec: &model::ModelSpec) -> Check {
         );
     }
     match warm::running(spec) {
-        Some(st) => Check::new(
-            "embed-service",
-            Status::Ok,
-            format!(
-                "one shared service for this user: {} (pid {}, {} MB RSS) at {}",
-                st.model,
-                st.pid,
-                st.rss_kb / 1024,
-                st.socket.display()
-            ),
-        ),
+        Some(st) => {
+            let mb = st.rss_kb / 1024;
+            let (status, fix) = if mb <= model::RSS_TARGET_MB {
+                (Status::Ok, None)
+            } else {
+                (
+                    Status::Warn,
+                    Some(format!(
+                        "above the target: stop it (`kill {}`; the hook and the CLI start it again on demand) and report the figure if it recurs",
+                        st.pid
+                    )),
+                )
+            };
+            let check = Check::new(
+                "embed-service",
+                status,
+                format!(
+                    "one shared service for this user: {} (pid {}, {} MB RSS, target ≤ {} MB) at {}",
+                    st.model,
+                    st.pid,
+                    mb,
+                    model::RSS_TARGET_MB,
+                    st.socket.display()
+                ),
+            );
+            match fix {
+                Some(f) => check.fix(f),
+                None => check,
+            }
+        }
         None => Check::new(
             "embed-service",
             Status::Info,

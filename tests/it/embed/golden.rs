@@ -1,0 +1,123 @@
+//! The real model gives the vectors fastembed 7.5 gave (issue 12: kdd builds its own ONNX
+//! Runtime session and tokenizer to cut memory; the vectors must not move).
+//!
+//! Goldens, written with the fastembed path before it was replaced (`fixtures/embed-golden/`):
+//! `e5-small-int8.json` (fixed passages and queries → vectors, including a text truncated at 512
+//! tokens, accents, emoji and markdown) and `demo-embeddings/` (the committed
+//! `.kdd-index/embeddings` of `fixtures/demo` at L2). Needs the default model installed
+//! (`./install.sh`); ignored with the reason otherwise.
+
+use super::{installed_model, real_spec};
+use crate::util::{copy_dir, fixture, git_repo, kdd_env, text, tree};
+use kdd::embed::store::Record;
+use kdd::embed::tokenizer::{TextTokenizer, TokenizerFiles};
+use kdd::embed::{cosine, Embedder};
+
+fn golden() -> serde_json::Value {
+    let bytes = std::fs::read(fixture("embed-golden/e5-small-int8.json")).expect("golden");
+    serde_json::from_slice(&bytes).expect("golden json")
+}
+
+#[test]
+#[cfg_attr(
+    not(kdd_real_model),
+    ignore = "embedding model not installed (run ./install.sh)"
+)]
+fn real_model_vectors_match_the_fastembed_golden() {
+    let doc = golden();
+    let mut m = installed_model().lock().unwrap();
+    assert_eq!(
+        doc["model"].as_str(),
+        Some(m.model_id()),
+        "golden is for another model"
+    );
+    for item in doc["items"].as_array().unwrap() {
+        let t = item["text"].as_str().unwrap();
+        let want: Vec<f32> = item["vector"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect();
+        let got = if item["role"] == "query" {
+            m.embed_query(t).unwrap()
+        } else {
+            m.embed_passages(&[t.to_string()]).unwrap().remove(0)
+        };
+        let c = cosine(&got, &want);
+        assert!(c >= 0.9999, "cosine {c} for {t:?}");
+        assert_eq!(
+            Record::quantize([0; 16], &got).q,
+            Record::quantize([0; 16], &want).q,
+            "int8 bytes differ for {t:?}"
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(kdd_real_model),
+    ignore = "embedding model not installed (run ./install.sh)"
+)]
+fn real_model_demo_index_commits_the_same_embedding_bytes_as_fastembed() {
+    let dir = git_repo();
+    copy_dir(&fixture("demo/specs"), &dir.path().join("specs"));
+    let o = kdd_env(dir.path(), &["index"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let got = tree(&dir.path().join(".kdd-index/embeddings"));
+    let want = tree(&fixture("embed-golden/demo-embeddings"));
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>()
+    );
+    let differing: Vec<&String> = got.keys().filter(|k| got[*k] != want[*k]).collect();
+    assert!(differing.is_empty(), "vector files differ: {differing:?}");
+}
+
+#[test]
+#[cfg_attr(
+    not(kdd_real_model),
+    ignore = "embedding model not installed (run ./install.sh)"
+)]
+fn compact_tokenizer_gives_the_library_ids_on_the_demo_corpus() {
+    let spec = real_spec().expect("model installed");
+    let read = |n: &str| std::fs::read(spec.dir.join(n)).unwrap();
+    let files = TokenizerFiles {
+        tokenizer: read("tokenizer.json"),
+        config: read("config.json"),
+        special_tokens_map: read("special_tokens_map.json"),
+        tokenizer_config: read("tokenizer_config.json"),
+    };
+    let compact = TextTokenizer::load(&files, 512).unwrap();
+    let reference = TextTokenizer::load_reference(&files, 512).unwrap();
+    let mut texts: Vec<String> = golden()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["text"].as_str().unwrap().to_string())
+        .collect();
+    texts.extend(tree(&fixture("demo/specs")).into_values().map(|b| {
+        // Short and long inputs: the whole spec (truncated at 512) and its first lines.
+        String::from_utf8_lossy(&b).into_owned()
+    }));
+    let firsts: Vec<String> = texts
+        .iter()
+        .map(|t| t.lines().take(3).collect::<Vec<_>>().join("\n"))
+        .collect();
+    texts.extend(firsts);
+    texts.push("<s> literal </s> <mask> and <pad>   spaces\u{3000}full-width ＡＢＣ".into());
+    for t in &texts {
+        let a = compact.encode_batch(&[t]).unwrap();
+        let b = reference.encode_batch(&[t]).unwrap();
+        assert_eq!(a[0].get_ids(), b[0].get_ids(), "{t:?}");
+        assert_eq!(a[0].get_attention_mask(), b[0].get_attention_mask());
+    }
+    // A padded batch too (the longest sets the length).
+    let refs: Vec<&str> = texts.iter().take(6).map(String::as_str).collect();
+    let a = compact.encode_batch(&refs).unwrap();
+    let b = reference.encode_batch(&refs).unwrap();
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.get_ids(), y.get_ids());
+        assert_eq!(x.get_attention_mask(), y.get_attention_mask());
+    }
+}
