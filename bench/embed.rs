@@ -208,7 +208,7 @@ fn copy_tree(src: &std::path::Path, dst: &std::path::Path) {
 }
 
 fn index_bench(label: &str, fill: &dyn Fn(&std::path::Path)) {
-    use kdd::embed::extras::L2Extras;
+    use kdd::index::l2::L2Extras;
     let Some(model) = load() else { return };
     let tmp = tempfile::tempdir().expect("tempdir");
     let repo = tmp.path();

@@ -270,8 +270,8 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     }
 
     // Something to do: open the L2 step now (never on the fast path).
-    let level = opts.embed.then(crate::embed::extras::for_index);
-    if let Some(crate::embed::extras::Level::L1(_, why)) = &level {
+    let level = opts.embed.then(crate::index::l2::for_index);
+    if let Some(crate::index::l2::Level::L1(_, why)) = &level {
         report.warnings.push(why.clone());
     }
     let extras = level.as_ref().map(|l| l.extras());
@@ -408,7 +408,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         }
     }
     // Embedding failures are never silent: list them (the manifest then records L1).
-    if let Some(crate::embed::extras::Level::L2(x)) = &level {
+    if let Some(crate::index::l2::Level::L2(x)) = &level {
         for (file, why) in x.failed() {
             report.warnings.push(format!(
                 "{file}: indexed without vectors: {why}; run `kdd index`"

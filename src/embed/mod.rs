@@ -20,11 +20,9 @@
 //!   key already stored is never re-embedded, so committed bytes only change when text changes.
 
 pub mod chunk;
-pub mod extras;
 pub mod hashed;
 pub mod model;
 pub mod onnx;
-pub mod plan;
 pub mod service;
 pub mod shared;
 pub mod store;
@@ -35,7 +33,6 @@ pub mod warm;
 pub use chunk::{chunk_spec, embeddable_keys, Chunk};
 pub use hashed::HashedEmbedder;
 pub use model::{discover, ModelChoice, ModelSpec, OrtEmbedder};
-pub use plan::{embed_specs, EmbedStats, SpecVectors};
 pub use shared::{QueryEmbedder, Shared};
 pub use store::{decode, encode, VectorFile, QUANTIZATION};
 

@@ -124,9 +124,12 @@ pub use derive::{
     derive_index, derive_manifest, derive_spec, kdd_yaml_path, Derived, DerivedIndex,
 };
 pub use roots::{with_manifest_docs, with_manifest_specs_root};
+pub use vectors::{embed_specs, EmbedStats, SpecVectors};
 
 mod derive;
+pub mod l2;
 mod roots;
+pub mod vectors;
 
 /// Repo-relative paths of every regular spec file in the work tree, sorted, and the per-file
 /// errors of the walk (symlinked or non-regular specs: see [`crate::source`]).

@@ -7,13 +7,18 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 fn layers() -> BTreeMap<String, usize> {
-    let arch = std::fs::read_to_string(crate_root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let arch =
+        std::fs::read_to_string(crate_root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
     let start = arch.find("<!-- layers -->").expect("layer table marker");
     let block = &arch[start..];
     let open = block.find("```text\n").expect("layer code block") + "```text\n".len();
     let close = block[open..].find("```").expect("end of layer block") + open;
     let mut order = BTreeMap::new();
-    for (i, line) in block[open..close].lines().filter(|l| !l.trim().is_empty()).enumerate() {
+    for (i, line) in block[open..close]
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+    {
         let (_, names) = line.split_once(':').expect("`N: modules`");
         for n in names.split_whitespace() {
             order.insert(n.to_string(), i);
@@ -57,7 +62,12 @@ fn no_module_imports_one_above_it() {
     let mut unknown = Vec::new();
     for f in &files {
         let rel = f.strip_prefix(&src).unwrap();
-        let top = rel.components().next().unwrap().as_os_str().to_string_lossy();
+        let top = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
         let top = top.trim_end_matches(".rs").to_string();
         if top == "bin" || top == "lib" {
             continue;
@@ -82,6 +92,9 @@ fn no_module_imports_one_above_it() {
     }
     unknown.sort();
     unknown.dedup();
-    assert!(unknown.is_empty(), "modules missing from ARCHITECTURE.md's layer table: {unknown:?}");
+    assert!(
+        unknown.is_empty(),
+        "modules missing from ARCHITECTURE.md's layer table: {unknown:?}"
+    );
     assert!(bad.is_empty(), "upward imports:\n{}", bad.join("\n"));
 }

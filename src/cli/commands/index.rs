@@ -48,8 +48,8 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     // Fail fast on a missing specs root, before loading any model.
     crate::index::list_specs(&settings)?;
     // L2 when the embedding runtime + model are available, else L1 with a warning (embed owns this).
-    let level = crate::embed::extras::for_index();
-    if let crate::embed::extras::Level::L1(_, why) = &level {
+    let level = crate::index::l2::for_index();
+    if let crate::index::l2::Level::L1(_, why) = &level {
         output::warn(why);
     }
     let opts = crate::index::Options {
@@ -58,7 +58,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     };
     let started = std::time::Instant::now();
     let out = crate::index::full(&settings, &opts)?;
-    if let crate::embed::extras::Level::L2(x) = &level {
+    if let crate::index::l2::Level::L2(x) = &level {
         for w in x.warnings() {
             output::warn(&w);
         }
@@ -94,8 +94,8 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         output::json(&out)?;
     }
     let lacking = match &level {
-        crate::embed::extras::Level::L2(x) => x.failed(),
-        crate::embed::extras::Level::L1(..) => Default::default(),
+        crate::index::l2::Level::L2(x) => x.failed(),
+        crate::index::l2::Level::L1(..) => Default::default(),
     };
     if !lacking.is_empty() {
         for (file, why) in &lacking {

@@ -104,7 +104,7 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
             .filter(|(p, _)| p.starts_with("embeddings/"))
             .map(|(p, b)| (p.clone(), b.clone()))
             .collect();
-        crate::embed::extras::VectorAudit::new(&model, vectors)
+        crate::index::l2::VectorAudit::new(&model, vectors)
     });
     let extras = audit
         .as_ref()

@@ -7,10 +7,10 @@
 //! each text alone, so the stored bytes do not depend on batch composition and a re-index of
 //! unchanged specs embeds nothing and rewrites nothing.
 
-use super::chunk::{chunk_spec, Chunk};
-use super::store::{decode, encode, ChunkKey, Record, VectorFile};
-use super::{Embedder, Error};
 use crate::artifact::ArtifactPaths;
+use crate::embed::chunk::{chunk_spec, Chunk};
+use crate::embed::store::{decode, encode, ChunkKey, Record, VectorFile};
+use crate::embed::{Embedder, Error};
 use crate::spec::Extracted;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};

@@ -7,17 +7,17 @@
 //! re-embeds only what changed meanwhile).
 //!
 //! Embedding failures are never silent: the embedder already reconnects to the service or
-//! loads the model in-process when the service dies ([`super::warm::Resilient`]); a spec whose
+//! loads the model in-process when the service dies ([`crate::embed::warm::Resilient`]); a spec whose
 //! vectors still cannot be computed is recorded in [`L2Extras::failed`], the caller exits
 //! non-zero with that list, and the manifest of such a run does not claim L2.
 //! [`VectorAudit`] is the read-only check behind `kdd verify`: at an L2 manifest, every node
 //! whose embeddable chunks lack vectors in the committed files is reported.
 
-use super::plan::{embed_specs, EmbedStats, VectorPool};
-use super::store::QUANTIZATION;
-use super::Embedder;
+use super::vectors::{embed_specs, EmbedStats, VectorPool};
+use super::ArtifactExtras;
 use crate::artifact::{ArtifactPaths, EmbeddingInfo, IndexLevel, Manifest};
-use crate::index::ArtifactExtras;
+use crate::embed::store::QUANTIZATION;
+use crate::embed::Embedder;
 use crate::spec::Extracted;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -200,7 +200,7 @@ impl VectorAudit {
 
 impl ArtifactExtras for VectorAudit {
     fn files(&self, ex: &Extracted, _: &ArtifactPaths) -> Result<Vec<(String, Vec<u8>)>, String> {
-        let chunks = super::chunk_spec(ex, &self.model);
+        let chunks = crate::embed::chunk_spec(ex, &self.model);
         if chunks.is_empty() {
             return Ok(Vec::new());
         }
@@ -208,7 +208,7 @@ impl ArtifactExtras for VectorAudit {
         let file = self
             .committed
             .get(&rel)
-            .and_then(|b| super::decode(&rel, b).ok())
+            .and_then(|b| crate::embed::decode(&rel, b).ok())
             .filter(|f| f.model == self.model);
         let complete = file.is_some_and(|f| chunks.iter().all(|c| f.get(&c.key).is_some()));
         if !complete {
@@ -221,7 +221,7 @@ impl ArtifactExtras for VectorAudit {
 
 /// Decide the level for an index run (BR-INDEX-001) and open the embedder for L2.
 pub fn for_index() -> Level {
-    match super::open() {
+    match crate::embed::open() {
         Ok(e) => Level::L2(L2Extras::new(e)),
         Err(e) => Level::L1(L1Extras, e.to_string()),
     }
