@@ -39,6 +39,8 @@ struct Entry {
     /// Edge lines (typed part, canonical line with unknown keys).
     links: BTreeSet<(LinkRecord, String)>,
     embedding: Option<Vec<u8>>,
+    /// The agent enrichment of this spec (L3), following its node like the embedding.
+    enrichment: Option<Vec<u8>>,
 }
 
 /// A whole index read from a tree: stem → entry, plus the manifest.
@@ -72,6 +74,7 @@ fn index_from_files(
     let mut nodes: BTreeMap<String, Entry> = BTreeMap::new();
     let mut links: BTreeMap<String, BTreeSet<(LinkRecord, String)>> = BTreeMap::new();
     let mut embeddings: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut enrichments: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     for (rel, bytes) in files {
         let rel = rel.as_str();
         if rel == "manifest.json" {
@@ -88,6 +91,7 @@ fn index_from_files(
                     node: rec.known,
                     links: BTreeSet::new(),
                     embedding: None,
+                    enrichment: None,
                 },
             );
         } else if let Some(stem) = rel
@@ -101,11 +105,17 @@ fn index_from_files(
             .and_then(|r| r.strip_suffix(".bin"))
         {
             embeddings.insert(stem.to_string(), bytes);
+        } else if let Some(stem) = rel
+            .strip_prefix("enrichments/")
+            .and_then(|r| r.strip_suffix(".json"))
+        {
+            enrichments.insert(stem.to_string(), bytes);
         }
     }
     for (stem, e) in nodes.iter_mut() {
         e.links = links.remove(stem).unwrap_or_default();
         e.embedding = embeddings.remove(stem);
+        e.enrichment = enrichments.remove(stem);
     }
     Ok(Index { manifest, nodes })
 }
@@ -338,6 +348,25 @@ fn merge_sides(
             report
                 .files
                 .insert(format!("embeddings/{stem}.bin"), emb.clone());
+        }
+        // Enrichments: every side's entries, minus those a side removed relative to the base
+        // (the driver's rule); readers pick the entry whose hash matches the spec.
+        let base_enr = b.and_then(|be| be.enrichment.as_deref());
+        let mut enr: Option<Vec<u8>> = None;
+        for (_, e) in &present {
+            let Some(theirs) = e.enrichment.as_deref() else {
+                continue;
+            };
+            enr = Some(match enr {
+                None => theirs.to_vec(),
+                Some(acc) => crate::artifact::enrichment::merge_enrichment(base_enr, &acc, theirs)
+                    .unwrap_or(acc),
+            });
+        }
+        if let Some(bytes) = enr {
+            report
+                .files
+                .insert(format!("enrichments/{stem}.json"), bytes);
         }
     }
     report

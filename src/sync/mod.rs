@@ -104,7 +104,8 @@ pub struct Report {
 }
 
 /// True for a path (relative to the index root) that names a kdd artifact: `manifest.json`,
-/// or `nodes/…/*.json`, `edges/…/*.jsonl`, `embeddings/…/*.bin` made of plain components
+/// or `nodes/…/*.json`, `edges/…/*.jsonl`, `embeddings/…/*.bin`, `enrichments/…/*.json` made
+/// of plain components
 /// (no empty, `.`-leading or `..` component, no backslash, NUL or control character).
 pub fn valid_rel(rel: &str) -> bool {
     if rel == "manifest.json" {
@@ -114,6 +115,7 @@ pub fn valid_rel(rel: &str) -> bool {
         Some("nodes") => ".json",
         Some("edges") => ".jsonl",
         Some("embeddings") => ".bin",
+        Some("enrichments") => ".json",
         _ => return false,
     };
     let comps: Vec<&str> = rel.split('/').collect();
@@ -137,7 +139,13 @@ pub fn collect(index_dir: &Path, text: bool) -> Result<BTreeMap<String, Vec<u8>>
     crate::artifact::read_manifest(&manifest)?;
     let mut files = BTreeMap::new();
     files.insert("manifest.json".to_string(), bytes);
-    for top in ["nodes", "edges", "embeddings"] {
+    // Enrichments carry the agent's summary (derived prose): pushed only with text.
+    let tops: &[&str] = if text {
+        &["nodes", "edges", "embeddings", "enrichments"]
+    } else {
+        &["nodes", "edges", "embeddings"]
+    };
+    for top in tops.iter().copied() {
         let mut stack = vec![index_dir.join(top)];
         while let Some(d) = stack.pop() {
             let Ok(rd) = std::fs::read_dir(&d) else {
@@ -257,7 +265,6 @@ mod tests {
             "nodes/a\\b.json",
             "nodes/a\nb.json",
             "nodes.json",
-            "enrichments/x.json",
         ] {
             assert!(!valid_rel(bad), "{bad:?}");
         }
