@@ -34,7 +34,7 @@ pub mod text;
 
 pub use build::BuildStats;
 pub use gen::{health, Health};
-pub use store::{ChunkRef, Edge, NodeLite, NodeRecord, SectionText};
+pub use store::{ChunkRef, Edge, NodeLite, NodeRecord, Orphan, SectionText};
 pub use text::{LangTally, LexHit, TextFilter};
 
 use crate::artifact::{read_manifest, IndexLevel, Manifest, INDEX_DIR};
@@ -43,21 +43,10 @@ use crate::spec::Kind;
 use gen::{build_fresh, gen_ok, read_current, update_current, Opened, Paths, WriterLock};
 use heed::RoTxn;
 use resolve::{norm_key, KeyRank};
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use store::{lm, Store};
 use text::TextIndex;
-
-/// A link whose target does not exist.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Orphan {
-    pub from_node: String,
-    /// The target as written.
-    pub to: String,
-    pub edge_type: String,
-    pub source_file: String,
-}
 
 /// Version of the cache layout and of what it derives. Bump to force a rebuild everywhere.
 pub const CACHE_VERSION: u32 = 4;

@@ -196,3 +196,13 @@ impl Store {
 pub fn lm(e: heed::Error) -> Error {
     Error::Corrupt(format!("lmdb: {e}"))
 }
+
+/// A link whose target does not exist.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct Orphan {
+    pub from_node: String,
+    /// The target as written.
+    pub to: String,
+    pub edge_type: String,
+    pub source_file: String,
+}

@@ -1,4 +1,4 @@
-//! The module graph stays a pipeline: no module under `src/` uses (`crate::<module>`) a module
+//! The module graph stays a pipeline, and no source file grows past 600 lines: no module under `src/` uses (`crate::<module>`) a module
 //! of a higher layer. The layer table is the one in ARCHITECTURE.md (between `<!-- layers -->`
 //! and the end of its code block), so the document and the code cannot drift apart.
 
@@ -97,4 +97,18 @@ fn no_module_imports_one_above_it() {
         "modules missing from ARCHITECTURE.md's layer table: {unknown:?}"
     );
     assert!(bad.is_empty(), "upward imports:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn no_source_file_over_600_lines() {
+    let mut files = Vec::new();
+    rust_files(&crate_root().join("src"), &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let n = std::fs::read_to_string(f).unwrap().lines().count();
+            (n > 600).then(|| format!("{} ({n} lines)", f.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "split these files: {long:?}");
 }

@@ -15,13 +15,12 @@
 //! no artifact only compares staged entries with that record (no blob is read). The record is an
 //! optimisation only: without it every staged node is checked against its spec once.
 
-use crate::artifact::{
-    remove_artifacts, write_artifact, write_if_changed, ArtifactPaths, INDEX_DIR,
-};
+mod state;
+
+use crate::artifact::{remove_artifacts, write_artifact, ArtifactPaths, INDEX_DIR};
 use crate::config::Settings;
 use crate::git::{self, Entries};
 use crate::spec::{Diagnostic, Node};
-use gix::ObjectId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -65,74 +64,9 @@ impl Report {
     }
 }
 
-const STATE_FILE: &str = "hook-state";
 /// Per work tree (in its git dir): digest of the staged specs + index last left consistent.
 const STAMP_FILE: &str = "kdd-hook-stamp";
-const STATE_HEADER: &str = concat!("kdd-hook-state v1 ", env!("CARGO_PKG_VERSION"));
-
-/// Verification record: spec path → (spec blob, [(artifact rel, blob)]).
-#[derive(Debug, Default, Clone, PartialEq)]
-struct State {
-    specs: BTreeMap<String, (ObjectId, Vec<(String, ObjectId)>)>,
-}
-
-impl State {
-    fn path(settings: &Settings) -> PathBuf {
-        settings.cache_dir.join(STATE_FILE)
-    }
-
-    fn load(settings: &Settings) -> State {
-        let mut st = State::default();
-        let Ok(text) = std::fs::read_to_string(Self::path(settings)) else {
-            return st;
-        };
-        let mut lines = text.lines();
-        if lines.next() != Some(&format!("{STATE_HEADER} {}", settings.specs_root)) {
-            return st;
-        }
-        for line in lines {
-            let mut parts = line.split('\t');
-            let (Some(p), Some(id)) = (parts.next(), parts.next()) else {
-                continue;
-            };
-            let Ok(id) = ObjectId::from_hex(id.as_bytes()) else {
-                continue;
-            };
-            let mut arts = Vec::new();
-            for a in parts {
-                if let Some((rel, aid)) = a.rsplit_once('=') {
-                    if let Ok(aid) = ObjectId::from_hex(aid.as_bytes()) {
-                        arts.push((rel.to_string(), aid));
-                    }
-                }
-            }
-            st.specs.insert(p.to_string(), (id, arts));
-        }
-        st
-    }
-
-    fn save(&self, settings: &Settings) {
-        let mut out = format!("{STATE_HEADER} {}\n", settings.specs_root);
-        for (p, (id, arts)) in &self.specs {
-            if p.contains(['\t', '\n']) {
-                continue;
-            }
-            out.push_str(p);
-            out.push('\t');
-            out.push_str(&id.to_string());
-            for (rel, aid) in arts {
-                out.push('\t');
-                out.push_str(rel);
-                out.push('=');
-                out.push_str(&aid.to_string());
-            }
-            out.push('\n');
-        }
-        if std::fs::create_dir_all(&settings.cache_dir).is_ok() {
-            let _ = write_if_changed(&Self::path(settings), out.as_bytes());
-        }
-    }
-}
+use state::{State, STATE_HEADER};
 
 fn art_key(rel: &str) -> String {
     format!("{INDEX_DIR}/{rel}")
@@ -567,33 +501,6 @@ mod tests {
             Some(("edges", "entity/d/X"))
         );
         assert_eq!(stem_of("manifest.json"), None);
-    }
-
-    #[test]
-    fn state_roundtrip_and_header_check() {
-        let dir = tempfile::tempdir().unwrap();
-        let settings = Settings {
-            repo_root: dir.path().to_path_buf(),
-            git_common_dir: dir.path().join(".git"),
-            bare: false,
-            specs_root: "specs".into(),
-            docs_roots: Vec::new(),
-            index_dir: dir.path().join(".kdd-index"),
-            cache_dir: dir.path().join("cache"),
-        };
-        let id = ObjectId::empty_blob(gix::hash::Kind::Sha1);
-        let mut st = State::default();
-        st.specs.insert(
-            "specs/a b.md".into(),
-            (id, vec![("nodes/entity/A.json".into(), id)]),
-        );
-        st.save(&settings);
-        assert_eq!(State::load(&settings), st);
-        let other = Settings {
-            specs_root: "docs".into(),
-            ..settings
-        };
-        assert_eq!(State::load(&other), State::default());
     }
 
     #[test]
