@@ -387,3 +387,35 @@ fn at_l2_the_summary_is_embedded_and_found_by_semantic_search() {
     assert!(file["entries"][0].get("vector").is_none());
     assert_eq!(hits(&r, "quokka")[0].0, "Entity:Pedido");
 }
+
+#[test]
+fn enrichments_travel_with_sync_unless_no_text() {
+    let r = repo();
+    r.git(&["config", "kdd.agent", &agent("ok", "Entity:Factura", "")]);
+    let (v, code) = enrich(&r, &["Pedido"]);
+    assert_eq!(code, 0, "{v}");
+    commit(&r, "enrich");
+    let team = r.tmp.path().join("team.git");
+    r.git(&["init", "-q", "--bare", team.to_str().unwrap()]);
+    r.git(&["remote", "add", "team", team.to_str().unwrap()]);
+    // --no-text: the agent's summary (derived prose) stays home.
+    let o = r.kdd(&["sync", "push", "--remote", "team", "--no-text"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let pushed = r.git(&[
+        "--git-dir",
+        team.to_str().unwrap(),
+        "ls-tree",
+        "-r",
+        "--name-only",
+        "refs/kdd/index/main",
+    ]);
+    assert!(!pushed.contains("enrichments/"), "{pushed}");
+    // With text: the enrichment travels and a pull into another repository merges it.
+    let o = r.kdd(&["sync", "push", "--remote", "team"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let other = Repo::new();
+    other.git(&["remote", "add", "team", team.to_str().unwrap()]);
+    let o = other.kdd(&["sync", "pull", "--remote", "team", "--branch", "main"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert_eq!(other.read(PEDIDO), r.read(PEDIDO));
+}
