@@ -85,17 +85,7 @@ pub fn derive_manifest<'a>(
         .filter(|p| crate::source::is_spec_path(p, &settings.specs_root))
         .filter_map(|p| crate::extract::route::locate(p, &settings.specs_root).domain)
         .collect();
-    let structure = if domains.iter().any(|d| d != "_shared") {
-        Structure::MultiDomain
-    } else {
-        Structure::SingleDomain
-    };
-    let mut m = Manifest::new(
-        &settings.specs_root,
-        structure,
-        domains.into_iter().collect(),
-    );
-    m.docs = settings.docs_roots.clone();
+    let mut m = manifest_of_domains(settings, domains);
     let old = existing.and_then(|b| serde_json::from_slice::<Manifest>(b).ok());
     if let Some(v) = kdd_yaml
         .and_then(kdd_version)
@@ -197,4 +187,21 @@ pub fn derive_index(
         diagnostics: diags,
         unreadable,
     }
+}
+
+/// The manifest's structure rule, written once: multi-domain when any domain other than
+/// `_shared` exists; the specs root, the domains of the indexed specs and the documents roots.
+pub(super) fn manifest_of_domains(settings: &Settings, domains: BTreeSet<String>) -> Manifest {
+    let structure = if domains.iter().any(|d| d != "_shared") {
+        Structure::MultiDomain
+    } else {
+        Structure::SingleDomain
+    };
+    let mut m = Manifest::new(
+        &settings.specs_root,
+        structure,
+        domains.into_iter().collect(),
+    );
+    m.docs = settings.docs_roots.clone();
+    m
 }

@@ -21,7 +21,7 @@
 
 use crate::artifact::{
     self, read_manifest, remove_artifacts, render_links, render_manifest, render_node,
-    ArtifactPaths, IndexStore, Manifest, Structure,
+    ArtifactPaths, IndexStore, Manifest,
 };
 use crate::config::Settings;
 use crate::spec::{Diagnostic, Extracted, Node, Severity};
@@ -284,22 +284,12 @@ fn build_manifest(
 ) -> Manifest {
     let existing = read_manifest(&paths.manifest()).ok();
     let domains: BTreeSet<String> = nodes.iter().filter_map(|n| n.domain.clone()).collect();
-    let structure = if domains.iter().any(|d| d != "_shared") {
-        Structure::MultiDomain
-    } else {
-        Structure::SingleDomain
-    };
-    let mut m = Manifest::new(
-        &settings.specs_root,
-        structure,
-        domains.into_iter().collect(),
-    );
+    let mut m = derive::manifest_of_domains(settings, domains);
     if let Some(v) =
         kdd_version_override.or_else(|| existing.as_ref().map(|e| e.kdd_version.clone()))
     {
         m.kdd_version = v;
     }
-    m.docs = settings.docs_roots.clone();
     if let Some(e) = &existing {
         m.index_level = e.index_level;
         m.embedding = e.embedding.clone();
