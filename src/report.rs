@@ -97,12 +97,6 @@ pub fn error(msg: &str) {
     let _ = writeln!(std::io::stderr().lock(), "kdd: error: {}", line(msg));
 }
 
-/// True when colour may be used on stderr (NO_COLOR unset and stderr is a terminal).
-pub fn color() -> bool {
-    use std::io::IsTerminal;
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
-}
-
 #[cfg(test)]
 mod tests {
     #[test]

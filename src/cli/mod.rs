@@ -4,6 +4,7 @@
 //! Exit codes (all binaries): 0 ok, 1 nothing found / check failed, 2 error.
 
 pub mod commands;
+pub mod shared;
 pub use crate::report as output;
 
 use clap::{Parser, Subcommand};
@@ -184,9 +185,9 @@ fn dispatch(cli: &Cli) -> anyhow::Result<ExitStatus> {
     match run_command(cli) {
         // A read met a damaged query cache; its generation is condemned, so running the
         // command again rebuilds the cache first (once: a second failure is reported).
-        Err(e) if e.is::<commands::query::CacheDamaged>() => {
+        Err(e) if e.is::<shared::CacheDamaged>() => {
             output::warn(&format!("{e}; rebuilding it and answering again"));
-            commands::query::RETRYING.store(true, std::sync::atomic::Ordering::SeqCst);
+            shared::RETRYING.store(true, std::sync::atomic::Ordering::SeqCst);
             run_command(cli)
         }
         r => r,

@@ -1,7 +1,7 @@
 //! `kdd context --hint H [--hint H…]`: what an agent must know before touching some code
 //! (QRY-007), as JSON, YAML or a markdown context pack.
 
-use super::query::{fail, open_cache_at};
+use crate::cli::shared::{fail, open_cache_at};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::query::{self, render, ContextRequest};
 

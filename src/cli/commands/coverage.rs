@@ -1,6 +1,6 @@
 //! `kdd coverage <node>`: which related artifacts a node has and lacks (QRY-005).
 
-use super::query::{fail, hl, open_cache_at};
+use crate::cli::shared::{fail, hl, open_cache_at};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::query::{self, CoverageRequest};
 

@@ -3,7 +3,7 @@
 //! whole report as JSON with `--json`); exit 0 when nothing failed, 1 when a spec failed, 2 when
 //! nothing could run (no agent configured, no index).
 
-use super::query::{fail, hl, open_cache};
+use crate::cli::shared::{fail, hl, open_cache};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::enrich::{self, Options, Outcome};
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! `kdd graph <node>`: the subgraph around a node (QRY-001) as JSON, text, Mermaid or DOT.
 
-use super::query::{fail, hl, open_cache_at, parse_kind};
+use crate::cli::shared::{fail, hl, open_cache_at, parse_kind};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::query::{self, render, GraphRequest};
 use crate::spec::Kind;

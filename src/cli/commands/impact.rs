@@ -1,6 +1,6 @@
 //! `kdd impact <node>`: what a change to a node affects (QRY-004).
 
-use super::query::{fail, hl, open_cache_at};
+use crate::cli::shared::{fail, hl, open_cache_at};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::query::{self, ChangeType, ImpactRequest};
 

@@ -1,6 +1,6 @@
 //! `kdd orphans`: links whose target does not exist.
 
-use super::query::{fail, open_cache_at};
+use crate::cli::shared::{fail, open_cache_at};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::query::{self, OrphansRequest};
 

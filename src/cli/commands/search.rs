@@ -1,6 +1,6 @@
 //! `kdd search "<text>" --semantic | --lexical`: a single retrieval strategy (QRY-002 / BM25).
 
-use super::query::{fail, open_cache_at, parse_kind, parse_layer, print_hits};
+use crate::cli::shared::{fail, open_cache_at, parse_kind, parse_layer, print_hits};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::query::{self, SearchMode, SearchRequest};
 use crate::spec::{Kind, Layer};

@@ -1,6 +1,6 @@
 //! `kdd violations`: edges that break the layer rule BR-LAYER-001 (QRY-006).
 
-use super::query::{fail, open_cache_at, parse_kind, parse_layer};
+use crate::cli::shared::{fail, open_cache_at, parse_kind, parse_layer};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::query::{self, ViolationsRequest};
 use crate::spec::{Kind, Layer};
