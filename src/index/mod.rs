@@ -411,7 +411,9 @@ pub fn full(settings: &Settings, opts: &Options<'_>) -> Result<Outcome, Error> {
     Ok(out)
 }
 
-fn list_files(dir: &Path, rel: &str, out: &mut Vec<String>) {
+/// Repo-relative paths (`rel/…`) of the regular files under `dir`, recursively; links and
+/// kdd's own temporary files are never listed.
+pub(crate) fn list_files(dir: &Path, rel: &str, out: &mut Vec<String>) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };

@@ -84,7 +84,8 @@ impl VectorPool {
     /// files (never fatal).
     pub fn load_index(&mut self, paths: &ArtifactPaths) -> Vec<Error> {
         let mut rels = Vec::new();
-        list_bins(&paths.root().join("embeddings"), "embeddings", &mut rels);
+        super::list_files(&paths.root().join("embeddings"), "embeddings", &mut rels);
+        rels.retain(|r| r.ends_with(".bin"));
         rels.sort();
         rels.into_iter()
             .filter_map(|rel| self.add_path(paths, &rel).err())
@@ -97,21 +98,6 @@ impl VectorPool {
 
     pub fn insert(&mut self, key: ChunkKey, v: &[f32]) {
         self.map.insert(key, Record::quantize(key, v));
-    }
-}
-
-fn list_bins(dir: &std::path::Path, rel: &str, out: &mut Vec<String>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let child = format!("{rel}/{name}");
-        match e.file_type() {
-            Ok(ft) if ft.is_dir() => list_bins(&e.path(), &child, out),
-            Ok(ft) if ft.is_file() && name.ends_with(".bin") => out.push(child),
-            _ => {}
-        }
     }
 }
 

@@ -146,40 +146,23 @@ pub fn collect(index_dir: &Path, text: bool) -> Result<BTreeMap<String, Vec<u8>>
         &["nodes", "edges", "embeddings"]
     };
     for top in tops.iter().copied() {
-        let mut stack = vec![index_dir.join(top)];
-        while let Some(d) = stack.pop() {
-            let Ok(rd) = std::fs::read_dir(&d) else {
-                continue;
-            };
-            for e in rd.flatten() {
-                let p = e.path();
-                let Ok(t) = e.file_type() else { continue };
-                if t.is_dir() {
-                    stack.push(p);
-                    continue;
-                }
-                let rel = p
-                    .strip_prefix(index_dir)
-                    .unwrap_or(&p)
-                    .to_string_lossy()
-                    .replace('\\', "/");
-                if !t.is_file() || !valid_rel(&rel) {
-                    continue;
-                }
-                let bytes = read_artifact(&p).map_err(|source| crate::artifact::Error::Io {
+        let mut rels = Vec::new();
+        crate::index::list_files(&index_dir.join(top), top, &mut rels);
+        for rel in rels.into_iter().filter(|r| valid_rel(r)) {
+            let p = index_dir.join(&rel);
+            let bytes = read_artifact(&p).map_err(|source| crate::artifact::Error::Io {
+                path: p.clone(),
+                source,
+            })?;
+            let bytes = if !text && top == "nodes" {
+                strip_text(&bytes).ok_or_else(|| crate::artifact::Error::Corrupt {
                     path: p.clone(),
-                    source,
-                })?;
-                let bytes = if !text && top == "nodes" {
-                    strip_text(&bytes).ok_or_else(|| crate::artifact::Error::Corrupt {
-                        path: p.clone(),
-                        message: "not a node file".into(),
-                    })?
-                } else {
-                    bytes
-                };
-                files.insert(rel, bytes);
-            }
+                    message: "not a node file".into(),
+                })?
+            } else {
+                bytes
+            };
+            files.insert(rel, bytes);
         }
     }
     Ok(files)

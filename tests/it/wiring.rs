@@ -126,3 +126,30 @@ fn real_lefthook_and_husky_run_kdd_hook() {
     assert!(o.status.success(), "{:?}", text(&o));
     commit_spec_and_check(&r);
 }
+
+#[test]
+fn committed_links_and_hostile_extends_never_leave_the_repository() {
+    // A teammate commits `.husky/pre-commit` as a link to a file outside the repository:
+    // `kdd install` refuses it by name and the outside file is untouched.
+    let r = Repo::new();
+    let outside = r.tmp.path().join("outside-rc");
+    std::fs::write(&outside, "OUTSIDE\n").unwrap();
+    std::fs::create_dir_all(r.dir.join(".husky")).unwrap();
+    std::os::unix::fs::symlink(&outside, r.dir.join(".husky/pre-commit")).unwrap();
+    r.git(&["config", "core.hooksPath", ".husky/_"]);
+    let o = r.kdd(&["install"]);
+    assert!(!o.status.success(), "{:?}", text(&o));
+    assert!(text(&o).1.contains("pre-commit"), "{:?}", text(&o));
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "OUTSIDE\n");
+    // lefthook `extends:` naming /dev/zero, an absolute path and `..`: doctor answers at once
+    // and reads none of them.
+    let r = Repo::new();
+    r.write(
+        "lefthook.yml",
+        "extends:\n  - /dev/zero\n  - ../../etc/passwd\n  - /etc/passwd\n",
+    );
+    let t = std::time::Instant::now();
+    let c = doctor_hook(&r);
+    assert!(t.elapsed() < std::time::Duration::from_secs(20), "{c}");
+    assert_eq!(c["status"], "warn", "{c}");
+}

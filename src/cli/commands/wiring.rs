@@ -122,18 +122,49 @@ fn unquote(s: &str) -> String {
     s.trim_matches(|c| c == '"' || c == '\'').to_string()
 }
 
+/// A hook-manager file kdd is about to change: `Ok(None)` when missing, its text when it is a
+/// regular file (at most 1 MiB), an error naming it when it is a link or anything else — a
+/// committed link must never make `kdd install` write outside the repository.
+fn user_file(p: &Path) -> std::io::Result<Option<String>> {
+    match std::fs::symlink_metadata(p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+        Ok(m) if !m.file_type().is_file() => return Err(std::io::Error::other(format!(
+            "{}: not a regular file (a link?); kdd does not follow or change it, fix it by hand",
+            p.display()
+        ))),
+        Ok(_) => {}
+    }
+    let bytes = crate::source::read_regular(p, &p.display().to_string(), 1 << 20)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// A lefthook configuration file's text: a regular file inside the repository (the path
+/// normalised, no link followed), at most 1 MiB; `None` otherwise. A committed `extends:` entry
+/// is a teammate's input: it never makes kdd read outside the repository or without bound.
+fn config_text(dir: &Path, rel: &str) -> Option<String> {
+    let rel = crate::paths::normalize_rel(rel).filter(|r| !r.is_empty())?;
+    let bytes = crate::source::read_regular(&dir.join(&rel), &rel, 1 << 20).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
 /// Whether lefthook's configuration (main file, `lefthook-local.yml`, extended files) runs
 /// `kdd-hook <hook>`.
 fn lefthook_runs(dir: &Path, config: &Path, hook: &str) -> bool {
     let needle = format!("kdd-hook {hook}");
-    let mut files = vec![config.to_path_buf(), dir.join("lefthook-local.yml")];
-    if let Ok(text) = std::fs::read_to_string(config) {
-        files.extend(lefthook_extends(&text).into_iter().map(|e| dir.join(e)));
-    }
-    files
-        .iter()
-        .filter_map(|f| std::fs::read_to_string(f).ok())
-        .any(|t| t.contains(&needle))
+    let main_rel = config
+        .strip_prefix(dir)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let main = config_text(dir, &main_rel).unwrap_or_default();
+    let mut rels = vec!["lefthook-local.yml".to_string()];
+    rels.extend(lefthook_extends(&main));
+    main.contains(&needle)
+        || rels
+            .iter()
+            .filter_map(|r| config_text(dir, r))
+            .any(|t| t.contains(&needle))
 }
 
 /// How `pre-commit` reaches `kdd-hook`: `Ok(how)` or `Err(what is missing and what to run)`.
@@ -144,7 +175,7 @@ pub fn pre_commit_wiring(settings: &Settings) -> Result<String, String> {
     match manager(settings) {
         Manager::Husky(dir) => {
             let file = dir.join("pre-commit");
-            let runs = std::fs::read_to_string(&file).is_ok_and(|t| t.contains("kdd-hook"));
+            let runs = user_file(&file).is_ok_and(|t| t.is_some_and(|t| t.contains("kdd-hook")));
             if runs {
                 Ok(format!("husky: {} runs kdd-hook", file.display()))
             } else {
@@ -244,6 +275,7 @@ pub fn install_lefthook(settings: &Settings) -> std::io::Result<Vec<String>> {
     match lefthook_config(dir) {
         None => {
             let p = dir.join("lefthook.yml");
+            user_file(&p)?;
             std::fs::write(&p, LEFTHOOK)?;
             done.push(format!("{}: written with kdd's hooks", p.display()));
         }
@@ -252,9 +284,10 @@ pub fn install_lefthook(settings: &Settings) -> std::io::Result<Vec<String>> {
         }
         Some(config) => {
             let kdd = dir.join(LEFTHOOK_KDD);
+            let text = user_file(&config)?.unwrap_or_default();
+            user_file(&kdd)?;
             std::fs::write(&kdd, LEFTHOOK)?;
             done.push(format!("{}: written with kdd's hooks", kdd.display()));
-            let text = std::fs::read_to_string(&config)?;
             match add_extends(&text, LEFTHOOK_KDD) {
                 Some(new) => {
                     std::fs::write(&config, new)?;
@@ -320,11 +353,17 @@ pub fn install_husky(settings: &Settings, hooks: &[&str]) -> std::io::Result<Vec
         Manager::Husky(d) => d,
         _ => settings.repo_root.join(".husky"),
     };
+    if std::fs::symlink_metadata(&husky).is_ok_and(|m| !m.is_dir()) {
+        return Err(std::io::Error::other(format!(
+            "{}: not a directory (a link?); kdd does not follow or change it",
+            husky.display()
+        )));
+    }
     std::fs::create_dir_all(&husky)?;
     let mut done = Vec::new();
     for hook in hooks {
         let p = husky.join(hook);
-        let mut text = std::fs::read_to_string(&p).unwrap_or_default();
+        let mut text = user_file(&p)?.unwrap_or_default();
         if text.contains("kdd-hook") {
             done.push(format!("{}: already runs kdd-hook", p.display()));
             continue;
