@@ -129,10 +129,10 @@ fn user_file(p: &Path) -> std::io::Result<Option<String>> {
     match std::fs::symlink_metadata(p) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
-        Ok(m) if !m.file_type().is_file() => return Err(std::io::Error::other(format!(
-            "{}: not a regular file (a link?); kdd does not follow or change it, fix it by hand",
-            p.display()
-        ))),
+        Ok(m) if !m.file_type().is_file() => {
+            let why = "not a regular file (a link?); kdd does not follow or change it";
+            return Err(std::io::Error::other(format!("{}: {why}", p.display())));
+        }
         Ok(_) => {}
     }
     let bytes = crate::source::read_regular(p, &p.display().to_string(), 1 << 20)
