@@ -232,90 +232,21 @@ pub fn records(
         }
         let section = &sections[l.section];
         let key = eff[l.section].as_deref();
-        let prefix = target_prefix(t);
         if let Some(dir) = event_direction(kind, section, key, t) {
-            rec(
-                &mut set,
-                if dir == EventDir::Emits {
-                    EMITS
-                } else {
-                    CONSUMES
-                },
-                t,
-                d,
-            );
+            let ty = if dir == EventDir::Emits {
+                EMITS
+            } else {
+                CONSUMES
+            };
+            rec(&mut set, ty, t, d);
         }
-        match kind {
-            Kind::Entity | Kind::Role | Kind::System => {
-                if let (Some(cell), Some(Block::Table { header, rows })) =
-                    (l.cell, section.blocks.get(l.block))
-                {
-                    if matches!(key, Some("relations" | "attributes"))
-                        && entity_like(t)
-                        && cell.row > 0
-                    {
-                        rec(&mut set, DOMAIN_RELATION, t, d);
-                    }
-                    if key == Some("relations") && cell.row > 0 {
-                        let cols = RelationColumns::new(header);
-                        // The business relation goes to the row's first link only.
-                        let first_in_row = doc.links.iter().find(|o| {
-                            o.section == l.section
-                                && o.block == l.block
-                                && o.cell.is_some_and(|c| c.row == cell.row)
-                        });
-                        let is_first = first_in_row.is_some_and(|o| std::ptr::eq(o, l));
-                        if is_first && cell.col != cols.relation {
-                            if let Some(name) = rows
-                                .get(cell.row - 1)
-                                .and_then(|r| r.get(cols.relation))
-                                .and_then(|n| business_relation(n))
-                            {
-                                rec(&mut set, &name, t, d);
-                            }
-                        }
-                    }
-                }
-            }
-            Kind::BusinessRule if key == Some("declaration") && entity_like(t) => {
-                rec(&mut set, ENTITY_RULE, t, d)
-            }
-            Kind::BusinessPolicy | Kind::CrossPolicy
-                if key == Some("declaration") && entity_like(t) =>
-            {
-                rec(&mut set, ENTITY_POLICY, t, d)
-            }
-            Kind::UseCase => {
-                if matches!(prefix, Some("BR" | "BP" | "XP")) || key == Some("rules_applied") {
-                    rec(&mut set, UC_APPLIES_RULE, t, d);
-                }
-                if prefix == Some("CMD") || key == Some("commands_executed") {
-                    rec(&mut set, UC_EXECUTES_CMD, t, d);
-                }
-                if prefix == Some("OBJ") {
-                    rec(&mut set, UC_STORY, t, d);
-                }
-            }
-            Kind::UiView | Kind::UiFlow => {
-                if prefix == Some("UC") {
-                    rec(&mut set, VIEW_TRIGGERS_UC, t, d);
-                } else if key == Some("components") {
-                    rec(&mut set, VIEW_USES_COMPONENT, t, d);
-                }
-            }
-            Kind::UiComponent if entity_like(t) => rec(&mut set, COMPONENT_USES_ENTITY, t, d),
-            Kind::Requirement
-                if matches!(
-                    prefix,
-                    Some("UC" | "BR" | "BP" | "XP" | "CMD" | "QRY" | "PROC" | "PRC")
-                ) || key == Some("traceability") =>
-            {
-                rec(&mut set, REQ_TRACES_TO, t, d)
-            }
-            Kind::Feature => rec(&mut set, VALIDATES, t, d),
-            Kind::Adr => rec(&mut set, DECIDES_FOR, t, d),
-            _ => {}
-        }
+        let at = LinkAt {
+            doc,
+            l,
+            section,
+            key,
+        };
+        typed_link(&mut set, kind, &at);
     }
     front_matter_links(kind, doc, &mut set);
     if let Some(f) = &doc.feature {
@@ -324,6 +255,95 @@ pub fn records(
         }
     }
     set.into_iter().collect()
+}
+
+/// A body wiki-link and where it stands.
+struct LinkAt<'a> {
+    doc: &'a Document,
+    l: &'a crate::parse::WikiLink,
+    section: &'a Section,
+    /// The section's effective key (`rules_applied`, `relations`, …).
+    key: Option<&'a str>,
+}
+
+/// The typed edge a body link makes, by the linking spec's kind and the section it is in.
+fn typed_link(set: &mut BTreeSet<LinkRecord>, kind: Kind, at: &LinkAt<'_>) {
+    let (t, d, key) = (at.l.target.as_str(), at.l.domain.as_deref(), at.key);
+    let prefix = target_prefix(t);
+    match kind {
+        Kind::Entity | Kind::Role | Kind::System => entity_table_link(set, at),
+        Kind::BusinessRule if key == Some("declaration") && entity_like(t) => {
+            rec(set, ENTITY_RULE, t, d)
+        }
+        Kind::BusinessPolicy | Kind::CrossPolicy
+            if key == Some("declaration") && entity_like(t) =>
+        {
+            rec(set, ENTITY_POLICY, t, d)
+        }
+        Kind::UseCase => {
+            if matches!(prefix, Some("BR" | "BP" | "XP")) || key == Some("rules_applied") {
+                rec(set, UC_APPLIES_RULE, t, d);
+            }
+            if prefix == Some("CMD") || key == Some("commands_executed") {
+                rec(set, UC_EXECUTES_CMD, t, d);
+            }
+            if prefix == Some("OBJ") {
+                rec(set, UC_STORY, t, d);
+            }
+        }
+        Kind::UiView | Kind::UiFlow => {
+            if prefix == Some("UC") {
+                rec(set, VIEW_TRIGGERS_UC, t, d);
+            } else if key == Some("components") {
+                rec(set, VIEW_USES_COMPONENT, t, d);
+            }
+        }
+        Kind::UiComponent if entity_like(t) => rec(set, COMPONENT_USES_ENTITY, t, d),
+        Kind::Requirement
+            if matches!(
+                prefix,
+                Some("UC" | "BR" | "BP" | "XP" | "CMD" | "QRY" | "PROC" | "PRC")
+            ) || key == Some("traceability") =>
+        {
+            rec(set, REQ_TRACES_TO, t, d)
+        }
+        Kind::Feature => rec(set, VALIDATES, t, d),
+        Kind::Adr => rec(set, DECIDES_FOR, t, d),
+        _ => {}
+    }
+}
+
+/// An entity's (role's, system's) link inside its relations / attributes table: a domain
+/// relation, and the row's business relation on the row's first link.
+fn entity_table_link(set: &mut BTreeSet<LinkRecord>, at: &LinkAt<'_>) {
+    let (l, key) = (at.l, at.key);
+    let (t, d) = (l.target.as_str(), l.domain.as_deref());
+    let (Some(cell), Some(Block::Table { header, rows })) =
+        (l.cell, at.section.blocks.get(l.block))
+    else {
+        return;
+    };
+    if matches!(key, Some("relations" | "attributes")) && entity_like(t) && cell.row > 0 {
+        rec(set, DOMAIN_RELATION, t, d);
+    }
+    if key != Some("relations") || cell.row == 0 {
+        return;
+    }
+    let cols = RelationColumns::new(header);
+    // The business relation goes to the row's first link only.
+    let first_in_row = at.doc.links.iter().find(|o| {
+        o.section == l.section && o.block == l.block && o.cell.is_some_and(|c| c.row == cell.row)
+    });
+    let is_first = first_in_row.is_some_and(|o| std::ptr::eq(o, l));
+    if is_first && cell.col != cols.relation {
+        if let Some(name) = rows
+            .get(cell.row - 1)
+            .and_then(|r| r.get(cols.relation))
+            .and_then(|n| business_relation(n))
+        {
+            rec(set, &name, t, d);
+        }
+    }
 }
 
 fn front_matter_links(kind: Kind, doc: &Document, set: &mut BTreeSet<LinkRecord>) {

@@ -88,60 +88,80 @@ pub fn id_mentions(text: &str) -> Vec<String> {
 
 /// Parse a `.feature` file.
 pub fn parse(text: &str) -> Document {
-    let mut doc = Document::default();
-    let mut feature = Feature::default();
-    let mut pending_tags: Vec<String> = Vec::new();
-    let mut description: Vec<String> = Vec::new();
-    let mut in_doc_string: Option<(String, String)> = None;
-    let mut table: Vec<Vec<String>> = Vec::new();
+    let mut p = Parser::default();
+    for (idx, raw) in text.lines().enumerate() {
+        p.line(raw, idx + 1);
+    }
+    p.finish()
+}
 
-    fn mention(feature: &mut Feature, text: &str, line: usize) {
+/// The line-by-line state of [`parse`].
+#[derive(Default)]
+struct Parser {
+    doc: Document,
+    feature: Feature,
+    pending_tags: Vec<String>,
+    description: Vec<String>,
+    /// An open doc string: its fence and the text so far.
+    doc_string: Option<(String, String)>,
+    table: Vec<Vec<String>>,
+}
+
+impl Parser {
+    /// Record the spec ids a line mentions (first mention wins).
+    fn mention(&mut self, text: &str, line: usize) {
         for id in id_mentions(text) {
-            if !feature.mentions.iter().any(|(m, _)| *m == id) {
-                feature.mentions.push((id, line));
+            if !self.feature.mentions.iter().any(|(m, _)| *m == id) {
+                self.feature.mentions.push((id, line));
             }
         }
     }
 
-    let flush_table = |doc: &mut Document, table: &mut Vec<Vec<String>>| {
-        if table.is_empty() {
+    /// Close an open data table into the current section.
+    fn flush_table(&mut self) {
+        if self.table.is_empty() {
             return;
         }
-        let mut rows = std::mem::take(table);
+        let mut rows = std::mem::take(&mut self.table);
         let header = rows.remove(0);
-        if let Some(s) = doc.sections.last_mut() {
+        if let Some(s) = self.doc.sections.last_mut() {
             s.blocks.push(Block::Table { header, rows });
         }
-    };
+    }
 
-    for (idx, raw) in text.lines().enumerate() {
-        let line_no = idx + 1;
+    /// Append a code block to the current section.
+    fn push_code(&mut self, text: String) {
+        if let Some(s) = self.doc.sections.last_mut() {
+            s.blocks.push(Block::Code {
+                lang: String::new(),
+                text,
+            });
+        }
+    }
+
+    /// One source line.
+    fn line(&mut self, raw: &str, line_no: usize) {
         let line = raw.trim();
-        if let Some((fence, buf)) = &mut in_doc_string {
+        if let Some((fence, buf)) = &mut self.doc_string {
             if line.starts_with(fence.as_str()) {
                 let code = std::mem::take(buf);
-                in_doc_string = None;
-                if let Some(s) = doc.sections.last_mut() {
-                    s.blocks.push(Block::Code {
-                        lang: String::new(),
-                        text: code,
-                    });
-                }
+                self.doc_string = None;
+                self.push_code(code);
             } else {
                 if !buf.is_empty() {
                     buf.push('\n');
                 }
                 buf.push_str(raw);
             }
-            continue;
+            return;
         }
         if line.starts_with("\"\"\"") || line.starts_with("```") {
-            flush_table(&mut doc, &mut table);
-            in_doc_string = Some((line[..3].to_string(), String::new()));
-            continue;
+            self.flush_table();
+            self.doc_string = Some((line[..3].to_string(), String::new()));
+            return;
         }
         if line.is_empty() || line.starts_with('#') {
-            continue;
+            return;
         }
         if line.starts_with('|') {
             let cells: Vec<String> = line
@@ -149,34 +169,44 @@ pub fn parse(text: &str) -> Document {
                 .split('|')
                 .map(|c| c.trim().to_string())
                 .collect();
-            scan_links(&mut doc, line, line_no);
-            mention(&mut feature, line, line_no);
-            table.push(cells);
-            continue;
+            scan_links(&mut self.doc, line, line_no);
+            self.mention(line, line_no);
+            self.table.push(cells);
+            return;
         }
-        flush_table(&mut doc, &mut table);
+        self.flush_table();
         if line.starts_with('@') {
-            for t in line.split_whitespace() {
-                if let Some(t) = t.strip_prefix('@') {
-                    if !t.is_empty() {
-                        pending_tags.push(t.to_string());
-                    }
+            self.tags(line, line_no);
+        } else if !self.keyword_line(line, line_no) {
+            self.text_line(line, line_no);
+        }
+    }
+
+    /// A tag line: the tags wait for the next feature or scenario.
+    fn tags(&mut self, line: &str, line_no: usize) {
+        for t in line.split_whitespace() {
+            if let Some(t) = t.strip_prefix('@') {
+                if !t.is_empty() {
+                    self.pending_tags.push(t.to_string());
                 }
             }
-            mention(&mut feature, line, line_no);
-            continue;
         }
+        self.mention(line, line_no);
+    }
+
+    /// A Feature / Examples / Background / Scenario (Outline) / Rule line; false for others.
+    fn keyword_line(&mut self, line: &str, line_no: usize) -> bool {
         if let Some(name) = keyword(line, FEATURE) {
-            feature.name = name.to_string();
-            feature.tags = std::mem::take(&mut pending_tags);
-            doc.title = Some(name.to_string()).filter(|n| !n.is_empty());
-            mention(&mut feature, name, line_no);
-            doc.sections.push(section(name, None, 1, line_no));
-            continue;
+            self.feature.name = name.to_string();
+            self.feature.tags = std::mem::take(&mut self.pending_tags);
+            self.doc.title = Some(name.to_string()).filter(|n| !n.is_empty());
+            self.mention(name, line_no);
+            self.doc.sections.push(section(name, None, 1, line_no));
+            return true;
         }
         if keyword(line, EXAMPLES).is_some() {
-            pending_tags.clear();
-            continue;
+            self.pending_tags.clear();
+            return true;
         }
         let scen = if let Some(n) = keyword(line, BACKGROUND) {
             Some((n, false, true))
@@ -186,67 +216,71 @@ pub fn parse(text: &str) -> Document {
             keyword(line, SCENARIO).map(|n| (n, false, false))
         };
         if let Some((name, outline, background)) = scen {
-            finish_description(&mut doc, &mut description);
-            let name = if name.is_empty() && background {
-                "Background"
-            } else {
-                name
-            };
-            mention(&mut feature, name, line_no);
-            let key = if background { "background" } else { "scenario" };
-            doc.sections.push(section(name, Some(key), 2, line_no));
-            feature.scenarios.push(Scenario {
-                name: name.to_string(),
-                tags: std::mem::take(&mut pending_tags),
-                outline,
-                background,
-                steps: Vec::new(),
-                line: line_no,
-            });
-            continue;
+            self.scenario(name, outline, background, line_no);
+            return true;
         }
         if let Some(name) = keyword(line, RULE) {
-            finish_description(&mut doc, &mut description);
-            doc.sections.push(section(name, None, 2, line_no));
-            continue;
+            finish_description(&mut self.doc, &mut self.description);
+            self.doc.sections.push(section(name, None, 2, line_no));
+            return true;
         }
-        if is_step(line) && !feature.scenarios.is_empty() {
-            scan_links(&mut doc, line, line_no);
-            mention(&mut feature, line, line_no);
-            let plain = {
-                let raw = wikilink::scan(line);
-                wikilink::render(line, &raw)
-            };
-            if let Some(s) = feature.scenarios.last_mut() {
+        false
+    }
+
+    /// A Background / Scenario / Scenario Outline header.
+    fn scenario(&mut self, name: &str, outline: bool, background: bool, line_no: usize) {
+        finish_description(&mut self.doc, &mut self.description);
+        let name = if name.is_empty() && background {
+            "Background"
+        } else {
+            name
+        };
+        self.mention(name, line_no);
+        let key = if background { "background" } else { "scenario" };
+        self.doc.sections.push(section(name, Some(key), 2, line_no));
+        self.feature.scenarios.push(Scenario {
+            name: name.to_string(),
+            tags: std::mem::take(&mut self.pending_tags),
+            outline,
+            background,
+            steps: Vec::new(),
+            line: line_no,
+        });
+    }
+
+    /// A step inside a scenario, or free description text.
+    fn text_line(&mut self, line: &str, line_no: usize) {
+        scan_links(&mut self.doc, line, line_no);
+        if is_step(line) && !self.feature.scenarios.is_empty() {
+            self.mention(line, line_no);
+            let plain = wikilink::render(line, &wikilink::scan(line));
+            if let Some(s) = self.feature.scenarios.last_mut() {
                 s.steps.push(plain.clone());
             }
-            if let Some(sec) = doc.sections.last_mut() {
+            if let Some(sec) = self.doc.sections.last_mut() {
                 match sec.blocks.last_mut() {
                     Some(Block::List { items }) => items.push(plain),
                     _ => sec.blocks.push(Block::List { items: vec![plain] }),
                 }
             }
-            continue;
+            return;
         }
-        // Free text: feature / scenario description.
-        scan_links(&mut doc, line, line_no);
-        description.push(line.to_string());
-        if doc.sections.is_empty() {
-            doc.sections.push(section("", None, 0, line_no));
+        self.description.push(line.to_string());
+        if self.doc.sections.is_empty() {
+            self.doc.sections.push(section("", None, 0, line_no));
         }
     }
-    flush_table(&mut doc, &mut table);
-    if let Some((_, buf)) = in_doc_string {
-        if let Some(s) = doc.sections.last_mut() {
-            s.blocks.push(Block::Code {
-                lang: String::new(),
-                text: buf,
-            });
+
+    /// Close what is still open and return the document.
+    fn finish(mut self) -> Document {
+        self.flush_table();
+        if let Some((_, buf)) = self.doc_string.take() {
+            self.push_code(buf);
         }
+        finish_description(&mut self.doc, &mut self.description);
+        self.doc.feature = Some(self.feature);
+        self.doc
     }
-    finish_description(&mut doc, &mut description);
-    doc.feature = Some(feature);
-    doc
 }
 
 fn section(name: &str, key: Option<&str>, level: u8, line: usize) -> Section {

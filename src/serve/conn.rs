@@ -278,15 +278,7 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok(s) => s,
                 Err(e) => {
-                    // Out of descriptors (the process limit is below the cap): make room as
-                    // at the cap. Anything else (a reset before accept): wait, go on.
-                    let room = out_of_descriptors(&e) && conns.evict_idlest();
-                    if last_warning.is_none_or(|t: Instant| t.elapsed() > Duration::from_secs(1)) {
-                        crate::report::warn(&format!("kdd serve: accept failed: {e}"));
-                        last_warning = Some(Instant::now());
-                    }
-                    let pause = if room { 5 } else { 50 };
-                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                    accept_failed(&e, &conns, &mut last_warning).await;
                     continue;
                 }
             },
@@ -302,9 +294,79 @@ pub async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
-        let (id, slot) = conns.open();
+        let opened = conns.open();
+        let conn = Connection {
+            app: app.clone(),
+            limits,
+            conns: conns.clone(),
+            stop: stop_rx.clone(),
+            builder: builder.clone(),
+        };
+        tokio::spawn(async move {
+            let _permit = permit;
+            conn.run(stream, opened).await;
+        });
+    }
+    // Stop: idle connections close now, busy ones after their answer (bounded wait).
+    let _ = stop_tx.send(true);
+    let all = u32::try_from(max).unwrap_or(u32::MAX);
+    let _ = tokio::time::timeout(limits.request_timeout, permits.acquire_many(all)).await;
+    Ok(())
+}
+
+/// A failed accept. Out of descriptors (the process limit is below the cap): make room as at
+/// the cap. Anything else (a reset before accept): wait, go on. Warns at most once a second.
+async fn accept_failed(e: &std::io::Error, conns: &Conns, last_warning: &mut Option<Instant>) {
+    let room = out_of_descriptors(e) && conns.evict_idlest();
+    if last_warning.is_none_or(|t: Instant| t.elapsed() > Duration::from_secs(1)) {
+        crate::report::warn(&format!("kdd serve: accept failed: {e}"));
+        *last_warning = Some(Instant::now());
+    }
+    let pause = if room { 5 } else { 50 };
+    tokio::time::sleep(Duration::from_millis(pause)).await;
+}
+
+/// What one accepted connection needs from the server.
+struct Connection {
+    app: Router,
+    limits: Limits,
+    conns: Arc<Conns>,
+    stop: watch::Receiver<bool>,
+    builder: hyper::server::conn::http1::Builder,
+}
+
+impl Connection {
+    /// Serve one connection until it closes, idles out, is evicted or the server stops; its
+    /// slot is released in every case.
+    async fn run(mut self, mut stream: tokio::net::TcpStream, (id, slot): (u64, Arc<Slot>)) {
+        // The first request line, read by us so an overlong one gets a JSON 414; bounded by
+        // the idle and header timeouts, and given up on eviction or shutdown.
+        let wait = self.limits.header_timeout.min(self.limits.idle_timeout);
+        let first = tokio::select! {
+            r = tokio::time::timeout(wait, read_request_line(&mut stream)) => r.ok(),
+            _ = slot.evict.notified() => None,
+            _ = self.stop.changed() => None,
+        };
+        match first {
+            Some(Ok(Some(prefix))) => {
+                let io = Rewind {
+                    prefix,
+                    pos: 0,
+                    inner: stream,
+                };
+                self.http(io, &slot).await;
+            }
+            Some(Ok(None)) => answer_uri_too_long(stream).await,
+            _ => {}
+        }
+        lock(&self.conns.open).remove(&id);
+    }
+
+    /// The HTTP exchange on a connection whose first request line was read.
+    async fn http(&mut self, io: Rewind, slot: &Arc<Slot>) {
+        let limits = self.limits;
         let svc = {
-            let (slot, conns, app) = (slot.clone(), conns.clone(), app.clone());
+            let (slot, conns, app) = (slot.clone(), self.conns.clone(), self.app.clone());
             hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
                 let guard = InFlight::new(&slot, &conns);
                 let app = app.clone();
@@ -321,79 +383,43 @@ pub async fn serve(
                 }
             })
         };
-        let (conns, mut stop_rx, builder) = (conns.clone(), stop_rx.clone(), builder.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
-            let mut stream = stream;
-            // The first request line, read by us so an overlong one gets a JSON 414; bounded
-            // by the idle and header timeouts, and given up on eviction or shutdown.
-            let wait = limits.header_timeout.min(limits.idle_timeout);
-            let first = tokio::select! {
-                r = tokio::time::timeout(wait, read_request_line(&mut stream)) => r.ok(),
-                _ = slot.evict.notified() => None,
-                _ = stop_rx.changed() => None,
+        let conn = self.builder.serve_connection(TokioIo::new(io), svc);
+        tokio::pin!(conn);
+        let mut closing = false;
+        loop {
+            // While a request is in flight, look again one idle period later.
+            let idle_at = if slot.busy.load(Ordering::Acquire) > 0 {
+                Instant::now() + limits.idle_timeout
+            } else {
+                self.conns.started
+                    + Duration::from_millis(slot.last.load(Ordering::Acquire))
+                    + limits.idle_timeout
             };
-            let prefix = match first {
-                Some(Ok(Some(bytes))) => bytes,
-                Some(Ok(None)) => {
-                    answer_uri_too_long(stream).await;
-                    lock(&conns.open).remove(&id);
-                    return;
+            tokio::select! {
+                _ = conn.as_mut() => break,
+                _ = slot.evict.notified() => {
+                    if slot.busy.load(Ordering::Acquire) == 0 {
+                        break;
+                    }
+                    conn.as_mut().graceful_shutdown();
+                    closing = true;
                 }
-                _ => {
-                    lock(&conns.open).remove(&id);
-                    return;
+                _ = tokio::time::sleep_until(idle_at) => {
+                    let idle = self.conns.now_ms().saturating_sub(slot.last.load(Ordering::Acquire));
+                    if slot.busy.load(Ordering::Acquire) == 0
+                        && idle >= limits.idle_timeout.as_millis() as u64
+                    {
+                        break;
+                    }
                 }
-            };
-            let io = Rewind {
-                prefix,
-                pos: 0,
-                inner: stream,
-            };
-            let conn = builder.serve_connection(TokioIo::new(io), svc);
-            tokio::pin!(conn);
-            let mut closing = false;
-            loop {
-                // While a request is in flight, look again one idle period later.
-                let idle_at = if slot.busy.load(Ordering::Acquire) > 0 {
-                    Instant::now() + limits.idle_timeout
-                } else {
-                    conns.started
-                        + Duration::from_millis(slot.last.load(Ordering::Acquire))
-                        + limits.idle_timeout
-                };
-                tokio::select! {
-                    _ = conn.as_mut() => break,
-                    _ = slot.evict.notified() => {
-                        if slot.busy.load(Ordering::Acquire) == 0 {
-                            break;
-                        }
-                        conn.as_mut().graceful_shutdown();
-                        closing = true;
+                _ = self.stop.changed(), if !closing => {
+                    if slot.busy.load(Ordering::Acquire) == 0 {
+                        break;
                     }
-                    _ = tokio::time::sleep_until(idle_at) => {
-                        let idle = conns.now_ms().saturating_sub(slot.last.load(Ordering::Acquire));
-                        if slot.busy.load(Ordering::Acquire) == 0
-                            && idle >= limits.idle_timeout.as_millis() as u64
-                        {
-                            break;
-                        }
-                    }
-                    _ = stop_rx.changed(), if !closing => {
-                        if slot.busy.load(Ordering::Acquire) == 0 {
-                            break;
-                        }
-                        conn.as_mut().graceful_shutdown();
-                        closing = true;
-                    }
+                    conn.as_mut().graceful_shutdown();
+                    closing = true;
                 }
             }
-            lock(&conns.open).remove(&id);
-        });
+        }
     }
-    // Stop: idle connections close now, busy ones after their answer (bounded wait).
-    let _ = stop_tx.send(true);
-    let all = u32::try_from(max).unwrap_or(u32::MAX);
-    let _ = tokio::time::timeout(limits.request_timeout, permits.acquire_many(all)).await;
-    Ok(())
 }

@@ -248,7 +248,15 @@ fn embedding_checks(args: &Args, checks: &mut Vec<Check>) {
             None => "unknown (HOME unset; set KDD_DATA_DIR)".into(),
         },
     ));
-    // Runtime.
+    runtime_checks(checks);
+    if let Some(models) = data.as_ref().map(|d| d.join("models")) {
+        model_checks(&models, checks);
+    }
+    active_model_checks(args, checks);
+}
+
+/// The ONNX Runtime library: present, its version, its files' checksums.
+fn runtime_checks(checks: &mut Vec<Check>) {
     let rt = runtime_path();
     if !rt.exists() {
         checks.push(
@@ -284,33 +292,37 @@ fn embedding_checks(args: &Args, checks: &mut Vec<Check>) {
             }
         }
     }
-    // Installed models.
-    if let Some(models) = data.as_ref().map(|d| d.join("models")) {
-        let mut names: Vec<String> = std::fs::read_dir(&models)
-            .map(|rd| {
-                rd.flatten()
-                    .filter(|e| e.path().is_dir())
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| !n.starts_with('.'))
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        if names.is_empty() {
-            checks.push(
-                Check::new(
-                    "models",
-                    Status::Warn,
-                    format!("no model installed in {}", models.display()),
-                )
-                .fix(INSTALL),
-            );
-        }
-        for n in names {
-            checks.push(sums_check(&format!("model:{n}"), &models.join(&n)));
-        }
+}
+
+/// The models installed under the data directory, each with its checksums.
+fn model_checks(models: &std::path::Path, checks: &mut Vec<Check>) {
+    let mut names: Vec<String> = std::fs::read_dir(models)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    if names.is_empty() {
+        checks.push(
+            Check::new(
+                "models",
+                Status::Warn,
+                format!("no model installed in {}", models.display()),
+            )
+            .fix(INSTALL),
+        );
     }
-    // Active model.
+    for n in names {
+        checks.push(sums_check(&format!("model:{n}"), &models.join(&n)));
+    }
+}
+
+/// The model this process would use, loaded once (unless `--no-load`), and its service.
+fn active_model_checks(args: &Args, checks: &mut Vec<Check>) {
     match discover() {
         ModelChoice::Disabled => checks.push(Check::new(
             "active-model",

@@ -44,56 +44,16 @@ impl Mismatch {
 /// spec that cannot be indexed at all (which the hook keeps) are neither missing nor extra.
 /// Symbolic links named like specs are never read: they are reported as unreadable specs.
 pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::Result<Mismatch> {
-    use crate::git;
-    let repo = git::open(&settings.repo_root)?;
-    let (specs, links, arts) = match rev {
-        Some(r) => (
-            git::read_tree_files(&repo, r, &settings.specs_root)?,
-            git::tree_entries_and_links(&repo, r, &settings.specs_root)?.1,
-            git::read_tree_files(&repo, r, crate::artifact::INDEX_DIR)?,
-        ),
-        None => {
-            let idx = git::load_index(&repo)?;
-            let read = |prefix: &str| -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-                git::index_entries(&idx, prefix)
-                    .into_iter()
-                    .map(|(p, id)| Ok((p, git::read_blob(&repo, id)?)))
-                    .collect()
-            };
-            (
-                read(&settings.specs_root)?,
-                git::index_links(&idx, &settings.specs_root),
-                read(crate::artifact::INDEX_DIR)?,
-            )
-        }
-    };
+    let repo = crate::git::open(&settings.repo_root)?;
+    let (specs, arts, settings) = read_side(settings, &repo, rev)?;
+    let settings = &settings;
+    let (mut specs, links) = specs;
+    specs.sort();
+    specs.dedup_by(|a, b| a.0 == b.0);
     let manifest = arts
         .iter()
         .find(|(p, _)| p == &format!("{}/manifest.json", crate::artifact::INDEX_DIR))
         .map(|(_, b)| b.clone());
-    // Documents roots: configured, else those the manifest records; their files join the specs.
-    let mut settings = settings.clone();
-    if settings.docs_roots.is_empty() {
-        settings.docs_roots = manifest
-            .as_deref()
-            .and_then(|b| serde_json::from_slice::<crate::artifact::Manifest>(b).ok())
-            .map(|m| m.docs)
-            .unwrap_or_default();
-    }
-    let settings = &settings;
-    let (mut specs, mut links) = (specs, links);
-    for d in &settings.docs_roots {
-        let (entries, l) = match rev {
-            Some(r) => git::roots::tree_root_entries(&repo, r, d)?,
-            None => git::roots::index_root_entries(&git::load_index(&repo)?, d),
-        };
-        for (p, id) in entries {
-            specs.push((p, git::read_blob(&repo, id)?));
-        }
-        links.extend(l);
-    }
-    specs.sort();
-    specs.dedup_by(|a, b| a.0 == b.0);
     let actual: BTreeMap<String, Vec<u8>> = arts
         .into_iter()
         .map(|(p, b)| (p[crate::artifact::INDEX_DIR.len() + 1..].to_string(), b))
@@ -151,6 +111,67 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
         }
     }
     Ok(m)
+}
+
+/// Files as (path, bytes).
+type Files = Vec<(String, Vec<u8>)>;
+/// Spec files and the paths of symbolic links among them.
+type Sources = (Files, Vec<String>);
+
+/// Spec files (with the documents roots' files), their symbolic links and the index files at
+/// `rev` (or in the staging area), and the settings with the documents roots the manifest
+/// records when none are configured.
+fn read_side(
+    settings: &crate::config::Settings,
+    repo: &gix::Repository,
+    rev: Option<&str>,
+) -> anyhow::Result<(Sources, Files, crate::config::Settings)> {
+    use crate::git;
+    let (specs, links, arts) = match rev {
+        Some(r) => (
+            git::read_tree_files(repo, r, &settings.specs_root)?,
+            git::tree_entries_and_links(repo, r, &settings.specs_root)?.1,
+            git::read_tree_files(repo, r, crate::artifact::INDEX_DIR)?,
+        ),
+        None => {
+            let idx = git::load_index(repo)?;
+            let read = |prefix: &str| -> anyhow::Result<Files> {
+                git::index_entries(&idx, prefix)
+                    .into_iter()
+                    .map(|(p, id)| Ok((p, git::read_blob(repo, id)?)))
+                    .collect()
+            };
+            (
+                read(&settings.specs_root)?,
+                git::index_links(&idx, &settings.specs_root),
+                read(crate::artifact::INDEX_DIR)?,
+            )
+        }
+    };
+    let manifest = arts
+        .iter()
+        .find(|(p, _)| p == &format!("{}/manifest.json", crate::artifact::INDEX_DIR))
+        .map(|(_, b)| b.as_slice());
+    // Documents roots: configured, else those the manifest records; their files join the specs.
+    let mut settings = settings.clone();
+    if settings.docs_roots.is_empty() {
+        settings.docs_roots = manifest
+            .and_then(|b| serde_json::from_slice::<crate::artifact::Manifest>(b).ok())
+            .map(|m| m.docs)
+            .unwrap_or_default();
+    }
+    let (mut specs, mut links) = (specs, links);
+    for d in &settings.docs_roots {
+        let (entries, l) = match rev {
+            Some(r) => git::roots::tree_root_entries(repo, r, d)?,
+            None => git::roots::index_root_entries(&git::load_index(repo)?, d),
+        };
+        for (p, id) in entries {
+            specs.push((p, git::read_blob(repo, id)?));
+        }
+        links.extend(l);
+    }
+    Ok(((specs, links), arts, settings))
 }
 
 /// The embedding model of an L2 manifest.

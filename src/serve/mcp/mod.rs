@@ -145,94 +145,10 @@ fn call_on(
     loaded: std::sync::Arc<super::Loaded>,
     reloaded: bool,
     name: &str,
-    mut args: Map<String, Value>,
+    args: Map<String, Value>,
 ) -> Result<Value, ApiError> {
-    let cache = &loaded.cache;
     let fresh = engine.freshness(&loaded, reloaded, false);
     let mut out = match name {
-        "kdd_query" => {
-            let body: api::ContextBody = api::decode_value(Value::Object(args))?;
-            let mut plan = body.plan(DEFAULT_TOKENS)?;
-            if plan.req.max_tokens as i64 > MAX_TOKENS {
-                plan.req.max_tokens = MAX_TOKENS as usize;
-            }
-            let b = plan.req.max_tokens;
-            let r = api::run_context(cache, &plan)?;
-            let v = to_value(&r)?;
-            page(v, &["results", "graph_expansion"], 0, b, usize::MAX)
-        }
-        "kdd_context" => {
-            let body: api::HintsBody = api::decode_value(Value::Object(args))?;
-            let mut req = body.validate(DEFAULT_TOKENS)?;
-            req.max_tokens = req.max_tokens.min(MAX_TOKENS as usize);
-            to_value(&crate::query::context(cache, &req)?)?
-        }
-        "kdd_graph" => {
-            let offset = api::offset_of(take_i64(&mut args, "offset")?)?;
-            let b = budget(take_i64(&mut args, "max_tokens")?)?;
-            let p: api::GraphParams = api::decode_value(Value::Object(args))?;
-            let r = crate::query::graph(cache, &p.validate()?)?;
-            page(
-                to_value(&r)?,
-                &["related_nodes", "edges"],
-                offset,
-                b,
-                usize::MAX,
-            )
-        }
-        "kdd_impact" => {
-            let offset = api::offset_of(take_i64(&mut args, "offset")?)?;
-            let b = budget(take_i64(&mut args, "max_tokens")?)?;
-            let p: api::ImpactParams = api::decode_value(Value::Object(args))?;
-            let r = crate::query::impact(cache, &p.validate()?)?;
-            page(
-                to_value(&r)?,
-                &[
-                    "directly_affected",
-                    "transitively_affected",
-                    "scenarios_to_rerun",
-                ],
-                offset,
-                b,
-                usize::MAX,
-            )
-        }
-        "kdd_coverage" => {
-            let p: api::CoverageParams = api::decode_value(Value::Object(args))?;
-            to_value(&crate::query::coverage(cache, &p.validate()?)?)?
-        }
-        "kdd_violations" => {
-            let offset = api::offset_of(take_i64(&mut args, "offset")?)?;
-            let b = budget(take_i64(&mut args, "max_tokens")?)?;
-            let p: api::ViolationsParams = api::decode_value(Value::Object(args))?;
-            let r = crate::query::violations(cache, &p.validate()?)?;
-            page(to_value(&r)?, &["violations"], offset, b, usize::MAX)
-        }
-        "kdd_read" => {
-            let offset = api::offset_of(take_i64(&mut args, "offset")?)?;
-            let b = budget(take_i64(&mut args, "max_tokens")?)?;
-            let p: ReadParams = api::decode_value(Value::Object(args))?;
-            page(
-                read(engine, &loaded, &p)?,
-                &["sections"],
-                offset,
-                b,
-                usize::MAX,
-            )
-        }
-        "kdd_list" => {
-            let offset = api::offset_of(take_i64(&mut args, "offset")?)?;
-            let b = budget(take_i64(&mut args, "max_tokens")?)?;
-            let size = take_i64(&mut args, "page_size")?.unwrap_or(50);
-            if !(1..=200).contains(&size) {
-                return Err(ApiError::bad(
-                    "INVALID_PAGE_SIZE",
-                    "`page_size` must be between 1 and 200",
-                ));
-            }
-            let p: ListParams = api::decode_value(Value::Object(args))?;
-            page(list(&loaded, &p)?, &["nodes"], offset, b, size as usize)
-        }
         "kdd_status" => {
             if !args.is_empty() {
                 return Err(ApiError::bad(
@@ -240,8 +156,96 @@ fn call_on(
                     "kdd_status takes no arguments",
                 ));
             }
-            status(engine, &loaded, reloaded)?
+            return status(engine, &loaded, reloaded);
         }
+        "kdd_read" => paged(args, &["sections"], usize::MAX, |a| {
+            read(
+                engine,
+                &loaded,
+                &api::decode_value::<ReadParams>(Value::Object(a))?,
+            )
+        })?,
+        "kdd_list" => {
+            let mut args = args;
+            let size = take_i64(&mut args, "page_size")?.unwrap_or(50);
+            if !(1..=200).contains(&size) {
+                return Err(ApiError::bad(
+                    "INVALID_PAGE_SIZE",
+                    "`page_size` must be between 1 and 200",
+                ));
+            }
+            paged(args, &["nodes"], size as usize, |a| {
+                list(&loaded, &api::decode_value::<ListParams>(Value::Object(a))?)
+            })?
+        }
+        _ => query_tool(&loaded.cache, name, args)?,
+    };
+    if let Value::Object(o) = &mut out {
+        o.insert("index".into(), to_value(&fresh)?);
+    }
+    Ok(out)
+}
+
+/// A paged answer: `offset` and `max_tokens` come out of the arguments, `run` decodes the rest.
+fn paged(
+    mut args: Map<String, Value>,
+    lists: &[&str],
+    page_size: usize,
+    run: impl FnOnce(Map<String, Value>) -> Result<Value, ApiError>,
+) -> Result<Value, ApiError> {
+    let offset = api::offset_of(take_i64(&mut args, "offset")?)?;
+    let b = budget(take_i64(&mut args, "max_tokens")?)?;
+    Ok(page(run(args)?, lists, offset, b, page_size))
+}
+
+/// The tools that are one query over the cache.
+fn query_tool(
+    cache: &crate::cache::Cache,
+    name: &str,
+    args: Map<String, Value>,
+) -> Result<Value, ApiError> {
+    use crate::query;
+    let all = usize::MAX;
+    Ok(match name {
+        "kdd_query" => {
+            let body: api::ContextBody = api::decode_value(Value::Object(args))?;
+            let mut plan = body.plan(DEFAULT_TOKENS)?;
+            if plan.req.max_tokens as i64 > MAX_TOKENS {
+                plan.req.max_tokens = MAX_TOKENS as usize;
+            }
+            let b = plan.req.max_tokens;
+            let v = to_value(&api::run_context(cache, &plan)?)?;
+            page(v, &["results", "graph_expansion"], 0, b, all)
+        }
+        "kdd_context" => {
+            let body: api::HintsBody = api::decode_value(Value::Object(args))?;
+            let mut req = body.validate(DEFAULT_TOKENS)?;
+            req.max_tokens = req.max_tokens.min(MAX_TOKENS as usize);
+            to_value(&query::context(cache, &req)?)?
+        }
+        "kdd_graph" => paged(args, &["related_nodes", "edges"], all, |a| {
+            let p: api::GraphParams = api::decode_value(Value::Object(a))?;
+            to_value(&query::graph(cache, &p.validate()?)?)
+        })?,
+        "kdd_impact" => {
+            let lists = [
+                "directly_affected",
+                "transitively_affected",
+                "scenarios_to_rerun",
+            ];
+            paged(args, &lists, all, |a| {
+                let p: api::ImpactParams = api::decode_value(Value::Object(a))?;
+                to_value(&query::impact(cache, &p.validate()?)?)
+            })?
+        }
+        "kdd_coverage" => {
+            let p: api::CoverageParams = api::decode_value(Value::Object(args))?;
+            to_value(&query::coverage(cache, &p.validate()?)?)?
+        }
+        "kdd_violations" => paged(args, &["violations"], all, |a| {
+            let p: api::ViolationsParams = api::decode_value(Value::Object(a))?;
+            to_value(&query::violations(cache, &p.validate()?)?)
+        })?,
         other => {
             return Err(ApiError::new(
                 404,
@@ -253,13 +257,7 @@ fn call_on(
                 ),
             ))
         }
-    };
-    if let Value::Object(o) = &mut out {
-        if name != "kdd_status" {
-            o.insert("index".into(), to_value(&fresh)?);
-        }
-    }
-    Ok(out)
+    })
 }
 
 fn status(engine: &Engine, loaded: &super::Loaded, reloaded: bool) -> Result<Value, ApiError> {

@@ -3,6 +3,7 @@
 
 use super::super::api::{self, ApiError};
 use super::super::Engine;
+use crate::cache::NodeRecord;
 use serde_json::{json, Value};
 
 /// `kdd_read` arguments.
@@ -44,49 +45,10 @@ pub(super) fn read(
                 ApiError::new(404, "NODE_NOT_FOUND", format!("node not found: {id}"))
             })?
         }
-        (None, Some(path)) => {
-            let specs = engine.specs_dir();
-            // Escapes and missing files keep their codes; the bytes then come only through the
-            // one reading rule (`crate::source`): no link is followed, even inside the root.
-            super::super::confined_path(&specs, path)?;
-            let norm = crate::config::normalize_rel(path.trim()).unwrap_or_default();
-            let specs_root = engine.settings.specs_root.as_str();
-            let rel = if specs_root.is_empty() {
-                norm
-            } else {
-                format!("{specs_root}/{norm}")
-            };
-            let id = loaded
-                .briefs
-                .iter()
-                .find(|n| n.source_file == rel)
-                .map(|n| n.id.clone());
-            match id.and_then(|id| snap.node(&id).ok().flatten()) {
-                Some(r) => r,
-                None => {
-                    use crate::source::Error as E;
-                    let bytes = crate::source::read_spec(&engine.tree_root(), &rel, specs_root)
-                        .map_err(|e| match e {
-                            E::TooLarge { .. } => {
-                                ApiError::bad("SPEC_TOO_LARGE", "spec file over the size limit")
-                            }
-                            E::Io { .. } => ApiError::new(
-                                404,
-                                "SPEC_NOT_FOUND",
-                                format!("no spec file `{}` under the specs root", e.path()),
-                            ),
-                            _ => ApiError::bad("PATH_OUTSIDE_SPECS", e.to_string()),
-                        })?;
-                    let text = String::from_utf8_lossy(&bytes).into_owned();
-                    return Ok(json!({
-                        "node_id": null,
-                        "source_file": rel,
-                        "note": "this file is not in the index (run `kdd index`); raw text follows",
-                        "sections": [{"heading": "", "level": 0, "line": 1, "text": text}],
-                    }));
-                }
-            }
-        }
+        (None, Some(path)) => match by_path(engine, loaded, &snap, path)? {
+            Ok(rec) => rec,
+            Err(raw) => return Ok(raw),
+        },
         _ => {
             return Err(ApiError::bad(
                 "MISSING_NODE",
@@ -95,14 +57,14 @@ pub(super) fn read(
             ))
         }
     };
-    let mut sections: Vec<Value> = rec
+    let sections: Vec<Value> = rec
         .sections
         .iter()
         .map(|s| {
             json!({"heading": s.heading, "key": s.key, "level": s.level, "line": s.line, "text": s.text})
         })
         .collect();
-    if let Some(line) = p.line {
+    let keep = if let Some(line) = p.line {
         // Just the cited span: the one section starting on that line.
         let Some(i) = rec.sections.iter().position(|s| s.line == line) else {
             return Err(ApiError::new(
@@ -111,71 +73,17 @@ pub(super) fn read(
                 format!("no section of {} starts on line {line}", rec.node.id),
             ));
         };
-        sections = vec![sections[i].clone()];
+        vec![i]
     } else if let Some(want) = p
         .section
         .as_deref()
         .map(str::trim)
         .filter(|s| !s.is_empty())
     {
-        // A hit's `section` is a heading path (`Parent > Heading`): its last heading names it.
-        let want = want.rsplit(" > ").next().unwrap_or(want).trim();
-        let w = fold(want);
-        let wk = want.to_ascii_lowercase().replace([' ', '-'], "_");
-        let pick: Vec<usize> = rec
-            .sections
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| {
-                let key = s
-                    .key
-                    .as_deref()
-                    .or_else(|| crate::parse::heading::section_key(&s.heading));
-                key == Some(wk.as_str())
-                    || key.is_some() && key == crate::parse::heading::section_key(want)
-                    || fold(&s.heading) == w
-            })
-            .map(|(i, _)| i)
-            .collect();
-        let pick = if pick.is_empty() {
-            rec.sections
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| !w.is_empty() && fold(&s.heading).starts_with(&w))
-                .map(|(i, _)| i)
-                .collect()
-        } else {
-            pick
-        };
-        let Some(&first) = pick.first() else {
-            let heads: Vec<String> = rec
-                .sections
-                .iter()
-                .filter(|s| !s.heading.is_empty())
-                .map(|s| s.heading.clone())
-                .collect();
-            return Err(ApiError::new(
-                404,
-                "SECTION_NOT_FOUND",
-                format!(
-                    "no section `{}` in {}; sections: {}",
-                    want.chars().take(80).collect::<String>(),
-                    rec.node.id,
-                    heads.join(" | ")
-                ),
-            ));
-        };
-        // The section and its subsections.
-        let level = rec.sections[first].level;
-        let mut keep = vec![first];
-        for (i, s) in rec.sections.iter().enumerate().skip(first + 1) {
-            if s.level <= level {
-                break;
-            }
-            keep.push(i);
-        }
-        sections = keep.into_iter().map(|i| sections[i].clone()).collect();
-    }
+        named_section(&rec, want)?
+    } else {
+        (0..sections.len()).collect()
+    };
     Ok(json!({
         "node_id": rec.node.id,
         "kind": rec.node.kind,
@@ -183,8 +91,117 @@ pub(super) fn read(
         "layer": rec.node.layer,
         "source_file": rec.node.source_file,
         "stale": rec.stale,
-        "sections": sections,
+        "sections": keep.into_iter().map(|i| sections[i].clone()).collect::<Vec<_>>(),
     }))
+}
+
+/// The node whose spec is at `path` (relative to the specs root), or — for a file that is not
+/// indexed — the answer carrying its raw text, read through the one no-follow rule.
+fn by_path(
+    engine: &Engine,
+    loaded: &super::super::Loaded,
+    snap: &crate::cache::Snapshot,
+    path: &str,
+) -> Result<Result<NodeRecord, Value>, ApiError> {
+    let specs = engine.specs_dir();
+    // Escapes and missing files keep their codes; the bytes then come only through the
+    // one reading rule (`crate::source`): no link is followed, even inside the root.
+    super::super::confined_path(&specs, path)?;
+    let norm = crate::config::normalize_rel(path.trim()).unwrap_or_default();
+    let specs_root = engine.settings.specs_root.as_str();
+    let rel = if specs_root.is_empty() {
+        norm
+    } else {
+        format!("{specs_root}/{norm}")
+    };
+    let id = loaded
+        .briefs
+        .iter()
+        .find(|n| n.source_file == rel)
+        .map(|n| n.id.clone());
+    if let Some(r) = id.and_then(|id| snap.node(&id).ok().flatten()) {
+        return Ok(Ok(r));
+    }
+    use crate::source::Error as E;
+    let bytes =
+        crate::source::read_spec(&engine.tree_root(), &rel, specs_root).map_err(|e| match e {
+            E::TooLarge { .. } => ApiError::bad("SPEC_TOO_LARGE", "spec file over the size limit"),
+            E::Io { .. } => ApiError::new(
+                404,
+                "SPEC_NOT_FOUND",
+                format!("no spec file `{}` under the specs root", e.path()),
+            ),
+            _ => ApiError::bad("PATH_OUTSIDE_SPECS", e.to_string()),
+        })?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    Ok(Err(json!({
+        "node_id": null,
+        "source_file": rel,
+        "note": "this file is not in the index (run `kdd index`); raw text follows",
+        "sections": [{"heading": "", "level": 0, "line": 1, "text": text}],
+    })))
+}
+
+/// The indexes of the section `want` names (a heading, a heading path `Parent > Heading`, or a
+/// section key) and of its subsections; a prefix of the heading when nothing matches exactly.
+fn named_section(rec: &NodeRecord, want: &str) -> Result<Vec<usize>, ApiError> {
+    // A hit's `section` is a heading path (`Parent > Heading`): its last heading names it.
+    let want = want.rsplit(" > ").next().unwrap_or(want).trim();
+    let w = fold(want);
+    let wk = want.to_ascii_lowercase().replace([' ', '-'], "_");
+    let pick: Vec<usize> = rec
+        .sections
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| {
+            let key = s
+                .key
+                .as_deref()
+                .or_else(|| crate::parse::heading::section_key(&s.heading));
+            key == Some(wk.as_str())
+                || key.is_some() && key == crate::parse::heading::section_key(want)
+                || fold(&s.heading) == w
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let pick = if pick.is_empty() {
+        rec.sections
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !w.is_empty() && fold(&s.heading).starts_with(&w))
+            .map(|(i, _)| i)
+            .collect()
+    } else {
+        pick
+    };
+    let Some(&first) = pick.first() else {
+        let heads: Vec<String> = rec
+            .sections
+            .iter()
+            .filter(|s| !s.heading.is_empty())
+            .map(|s| s.heading.clone())
+            .collect();
+        return Err(ApiError::new(
+            404,
+            "SECTION_NOT_FOUND",
+            format!(
+                "no section `{}` in {}; sections: {}",
+                want.chars().take(80).collect::<String>(),
+                rec.node.id,
+                heads.join(" | ")
+            ),
+        ));
+    };
+    // The section and its subsections.
+    let level = rec.sections[first].level;
+    let mut keep = vec![first];
+    for (i, s) in rec.sections.iter().enumerate().skip(first + 1) {
+        if s.level <= level {
+            break;
+        }
+        keep.push(i);
+    }
+    Ok(keep)
 }
 
 /// `kdd_list` arguments.
