@@ -20,6 +20,7 @@ mod query;
 mod ranking;
 mod repo;
 mod serve;
+mod snapshots;
 mod sync;
 mod util;
 mod wiring;
