@@ -113,56 +113,104 @@ pub fn impact(cache: &Cache, req: &ImpactRequest) -> Result<ImpactResponse, Erro
     let snap = cache.snapshot()?;
     let (root, _) = resolve_node(&snap, &req.node)?;
     let center = must(&snap, &root)?;
-    // BFS over reverse edges; first (shortest) path wins.
-    let mut prev: HashMap<String, (String, String)> = HashMap::new();
-    let mut dist: BTreeMap<String, u8> = BTreeMap::from([(root.clone(), 0)]);
-    let mut q = VecDeque::from([root.clone()]);
-    let mut truncated = false;
-    while let Some(cur) = q.pop_front() {
-        let d = dist[&cur];
-        let mut ins = snap.in_edges(&cur)?;
-        ins.sort();
-        for e in ins {
-            if e.from == cur || dist.contains_key(&e.from) {
-                continue;
-            }
-            if d >= req.depth {
-                truncated = true;
-                break;
-            }
-            dist.insert(e.from.clone(), d + 1);
-            prev.insert(e.from.clone(), (cur.clone(), e.edge_type.clone()));
-            q.push_back(e.from.clone());
-        }
-    }
-    let mut direct = Vec::new();
-    let mut trans = Vec::new();
-    let center_name = center.node.id.clone();
-    for (id, d) in &dist {
-        if *d == 0 {
-            continue;
-        }
-        let Some(rec) = snap.node_brief(id)? else {
-            continue;
+    let reach = Reverse::walk(&snap, &root, req.depth)?;
+    let (direct, trans) = affected(&snap, &reach, &center.node.id)?;
+    let scenarios = scenarios_to_rerun(&snap, &reach)?;
+    let mut r = ImpactResponse {
+        analyzed_node: brief(&center),
+        change_type: req.change_type,
+        total_directly_affected: direct.len(),
+        total_transitively_affected: trans.len(),
+        total_scenarios: scenarios.len(),
+        directly_affected: direct,
+        transitively_affected: trans,
+        scenarios_to_rerun: scenarios,
+        truncated: reach.truncated,
+        agent_notes: Vec::new(),
+    };
+    super::agent::mark_impact(&snap, &mut r)?;
+    Ok(r)
+}
+
+/// The nodes that depend on a root, by a breadth-first walk over reverse edges (the first,
+/// shortest path wins).
+struct Reverse {
+    /// Distance from the root (the root itself at 0).
+    dist: BTreeMap<String, u8>,
+    /// The step towards the root and its edge type, per reached node.
+    prev: HashMap<String, (String, String)>,
+    /// Some dependant lies beyond the depth limit.
+    truncated: bool,
+}
+
+impl Reverse {
+    fn walk(snap: &Snapshot<'_>, root: &str, depth: u8) -> Result<Reverse, Error> {
+        let mut r = Reverse {
+            dist: BTreeMap::from([(root.to_string(), 0)]),
+            prev: HashMap::new(),
+            truncated: false,
         };
-        // Path from the analysed node to this one.
-        let mut path = vec![id.clone()];
+        let mut q = VecDeque::from([root.to_string()]);
+        while let Some(cur) = q.pop_front() {
+            let d = r.dist[&cur];
+            let mut ins = snap.in_edges(&cur)?;
+            ins.sort();
+            for e in ins {
+                if e.from == cur || r.dist.contains_key(&e.from) {
+                    continue;
+                }
+                if d >= depth {
+                    r.truncated = true;
+                    break;
+                }
+                r.dist.insert(e.from.clone(), d + 1);
+                r.prev
+                    .insert(e.from.clone(), (cur.clone(), e.edge_type.clone()));
+                q.push_back(e.from.clone());
+            }
+        }
+        Ok(r)
+    }
+
+    /// The path from the root to `id` and the edge types along it.
+    fn path(&self, id: &str) -> (Vec<String>, Vec<String>) {
+        let mut path = vec![id.to_string()];
         let mut types = Vec::new();
-        let mut cur = id.clone();
-        while let Some((p, t)) = prev.get(&cur) {
+        let mut cur = id.to_string();
+        while let Some((p, t)) = self.prev.get(&cur) {
             types.push(t.clone());
             path.push(p.clone());
             cur = p.clone();
         }
         path.reverse();
         types.reverse();
+        (path, types)
+    }
+}
+
+/// The directly (one hop) and transitively affected nodes, transitive ones by distance.
+fn affected(
+    snap: &Snapshot<'_>,
+    reach: &Reverse,
+    center_name: &str,
+) -> Result<(Vec<DirectImpact>, Vec<TransitiveImpact>), Error> {
+    let mut direct = Vec::new();
+    let mut trans = Vec::new();
+    for (id, d) in &reach.dist {
+        if *d == 0 {
+            continue;
+        }
+        let Some(rec) = snap.node_brief(id)? else {
+            continue;
+        };
+        let (path, types) = reach.path(id);
         if *d == 1 {
             direct.push(DirectImpact {
                 id: id.clone(),
                 kind: rec.node.kind,
                 title: rec.node.title.clone(),
                 source_file: rec.node.source_file.clone(),
-                impact: impact_text(&rec, &center_name, &types[0]),
+                impact: impact_text(&rec, center_name, &types[0]),
                 edge_type: types[0].clone(),
                 source: None,
             });
@@ -185,13 +233,17 @@ pub fn impact(cache: &Cache, req: &ImpactRequest) -> Result<ImpactResponse, Erro
         }
     }
     trans.sort_by(|a, b| a.distance.cmp(&b.distance).then(a.id.cmp(&b.id)));
-    // Scenarios: features that link the analysed node or any affected node.
+    Ok((direct, trans))
+}
+
+/// Scenarios of the features that link the analysed node or any affected node (a feature
+/// that is itself affected counts too).
+fn scenarios_to_rerun(snap: &Snapshot<'_>, reach: &Reverse) -> Result<Vec<ScenarioRef>, Error> {
     let mut scenarios: Vec<ScenarioRef> = Vec::new();
     let mut seen = BTreeSet::new();
-    for id in dist.keys() {
-        let rec = match snap.node_brief(id)? {
-            Some(r) => r,
-            None => continue,
+    for id in reach.dist.keys() {
+        let Some(rec) = snap.node_brief(id)? else {
+            continue;
         };
         let mut feats: Vec<NodeRecord> = Vec::new();
         if rec.node.kind == Kind::Feature {
@@ -228,20 +280,7 @@ pub fn impact(cache: &Cache, req: &ImpactRequest) -> Result<ImpactResponse, Erro
             }
         }
     }
-    let mut r = ImpactResponse {
-        analyzed_node: brief(&center),
-        change_type: req.change_type,
-        total_directly_affected: direct.len(),
-        total_transitively_affected: trans.len(),
-        total_scenarios: scenarios.len(),
-        directly_affected: direct,
-        transitively_affected: trans,
-        scenarios_to_rerun: scenarios,
-        truncated,
-        agent_notes: Vec::new(),
-    };
-    super::agent::mark_impact(&snap, &mut r)?;
-    Ok(r)
+    Ok(scenarios)
 }
 
 /// Scenario names of a feature that mention `target` (in tags, name or steps: its local id,
@@ -298,6 +337,7 @@ struct Rule {
     kinds: &'static [Kind],
 }
 
+// table: the coverage rules per kind (QRY-005).
 fn rules_for(kind: Kind) -> Option<Vec<Rule>> {
     use Kind::*;
     let r = |category, description, edge_type, kinds| Rule {

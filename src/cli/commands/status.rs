@@ -80,68 +80,15 @@ pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
     } else {
         crate::index::list_specs(settings).unwrap_or_default()
     };
-    let by_file: HashMap<&str, &crate::spec::Node> = graph
-        .nodes
-        .iter()
-        .map(|n| (n.source_file.as_str(), n))
-        .collect();
-    let mut stale = Vec::new();
-    let mut unindexed = Vec::new();
     let mut files_with_errors = walk_diags;
-    if !settings.bare {
-        let roots = settings.roots();
-        let read = |f: &str| crate::roots::read_source(&settings.repo_root, f, &roots);
-        for n in &graph.nodes {
-            match read(&n.source_file) {
-                Ok(b) => {
-                    if blake3::hash(&b).to_hex().as_str() != n.source_hash {
-                        stale.push(Stale {
-                            id: n.id.clone(),
-                            source_file: n.source_file.clone(),
-                            reason: "changed",
-                        });
-                    }
-                }
-                Err(e) => stale.push(Stale {
-                    id: crate::source::printable(&n.id),
-                    source_file: crate::source::printable(&n.source_file),
-                    reason: match e {
-                        crate::source::Error::BadPath { .. } => "invalid source_file",
-                        crate::source::Error::Io { .. } => "missing",
-                        _ => "unreadable",
-                    },
-                }),
-            }
-        }
-        for f in &files {
-            if by_file.contains_key(f.as_str()) {
-                continue;
-            }
-            unindexed.push(f.clone());
-            let extracted = read(f)
-                .map_err(|e| e.diagnostic())
-                .and_then(|bytes| crate::extract::extract(f, &bytes, &settings.specs_root));
-            match extracted {
-                Err(d) => files_with_errors.push(d),
-                Ok(ex) => {
-                    if graph.node(&ex.node.id).is_some() {
-                        files_with_errors.push(Diagnostic {
-                            severity: Severity::Error,
-                            file: f.clone(),
-                            line: None,
-                            message: format!(
-                                "duplicate id `{}` (also in {})",
-                                ex.node.id,
-                                graph
-                                    .node(&ex.node.id)
-                                    .map_or("", |n| n.source_file.as_str())
-                            ),
-                        });
-                    }
-                }
-            }
-        }
-    }
+    let (stale, unindexed) = if settings.bare {
+        (Vec::new(), Vec::new())
+    } else {
+        (
+            stale_nodes(settings, &graph),
+            unindexed_files(settings, &graph, &files, &mut files_with_errors),
+        )
+    };
     let layer_violations = graph
         .violations()
         .map(|e| ViolationRow {
@@ -170,6 +117,81 @@ pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
         unindexed,
         corrupt: errors.iter().map(|e| e.to_string()).collect(),
     })
+}
+
+/// Indexed specs whose file changed, is missing or cannot be read.
+fn stale_nodes(settings: &crate::config::Settings, graph: &Graph) -> Vec<Stale> {
+    let roots = settings.roots();
+    let mut stale = Vec::new();
+    for n in &graph.nodes {
+        match crate::roots::read_source(&settings.repo_root, &n.source_file, &roots) {
+            Ok(b) => {
+                if blake3::hash(&b).to_hex().as_str() != n.source_hash {
+                    stale.push(Stale {
+                        id: n.id.clone(),
+                        source_file: n.source_file.clone(),
+                        reason: "changed",
+                    });
+                }
+            }
+            Err(e) => stale.push(Stale {
+                id: crate::source::printable(&n.id),
+                source_file: crate::source::printable(&n.source_file),
+                reason: match e {
+                    crate::source::Error::BadPath { .. } => "invalid source_file",
+                    crate::source::Error::Io { .. } => "missing",
+                    _ => "unreadable",
+                },
+            }),
+        }
+    }
+    stale
+}
+
+/// Spec files no node comes from; those that cannot be indexed (or whose id another file
+/// already holds) join `files_with_errors`.
+fn unindexed_files(
+    settings: &crate::config::Settings,
+    graph: &Graph,
+    files: &[String],
+    files_with_errors: &mut Vec<Diagnostic>,
+) -> Vec<String> {
+    let roots = settings.roots();
+    let by_file: HashMap<&str, &crate::spec::Node> = graph
+        .nodes
+        .iter()
+        .map(|n| (n.source_file.as_str(), n))
+        .collect();
+    let mut unindexed = Vec::new();
+    for f in files {
+        if by_file.contains_key(f.as_str()) {
+            continue;
+        }
+        unindexed.push(f.clone());
+        let extracted = crate::roots::read_source(&settings.repo_root, f, &roots)
+            .map_err(|e| e.diagnostic())
+            .and_then(|bytes| crate::extract::extract(f, &bytes, &settings.specs_root));
+        match extracted {
+            Err(d) => files_with_errors.push(d),
+            Ok(ex) => {
+                if graph.node(&ex.node.id).is_some() {
+                    files_with_errors.push(Diagnostic {
+                        severity: Severity::Error,
+                        file: f.clone(),
+                        line: None,
+                        message: format!(
+                            "duplicate id `{}` (also in {})",
+                            ex.node.id,
+                            graph
+                                .node(&ex.node.id)
+                                .map_or("", |n| n.source_file.as_str())
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    unindexed
 }
 
 fn section<T>(out: &mut String, title: &str, items: &[T], limit: usize, f: impl Fn(&T) -> String) {

@@ -43,6 +43,7 @@ fn p_offset() -> Value {
         "description": "Paging: skip this many list items (use `page.next_offset` of the previous answer)."})
 }
 
+// table: every tool's name, description and input schema.
 pub(super) fn tools() -> Vec<Tool> {
     vec![
         Tool::new(
