@@ -346,9 +346,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn levels_and_domains() {
-        let nodes = vec![
+    fn sample() -> Vec<Node> {
+        vec![
             node(
                 "UC:UC-001",
                 Kind::UseCase,
@@ -391,7 +390,12 @@ mod tests {
                 "Factura",
                 Some("billing"),
             ),
-        ];
+        ]
+    }
+
+    #[test]
+    fn levels_and_domains() {
+        let nodes = sample();
         let r = Resolver::new(&nodes);
         let id = |i: Option<usize>| i.map(|i| nodes[i].id.as_str());
         assert_eq!(
@@ -431,6 +435,12 @@ mod tests {
             Some("billing:Entity:Factura")
         );
         assert_eq!(id(r.resolve("Nope", None, None)), None);
+    }
+
+    #[test]
+    fn hints_and_short_forms() {
+        let nodes = sample();
+        let r = Resolver::new(&nodes);
         let h = |s: &str| {
             r.resolve_hint(s)
                 .into_iter()
@@ -447,5 +457,53 @@ mod tests {
             Some("BR-SESION-001")
         );
         assert_eq!(short_form("Pedido"), None);
+    }
+
+    /// The locality the cache's incremental update rests on: a resolver over just the nodes
+    /// whose lookup keys meet a link's probe keys answers like the global one.
+    #[test]
+    fn a_resolver_over_the_probed_nodes_answers_like_the_global_one() {
+        let nodes = sample();
+        let full = Resolver::new(&nodes);
+        let texts = [
+            "UC-001-IndexDocument",
+            "uc-001",
+            "UC-001-Renamed",
+            "UC:UC-001",
+            "IndexDocument",
+            "BR-001",
+            "pédido",
+            "Usuario",
+            "Factura",
+            "Orden",
+            "Nope",
+            "BR-001-MinOrder",
+            "specs/01-domain/entities/Pedido",
+            "01-domain/entities/Pedido.md",
+            "core:Entity:Usuario",
+        ];
+        let domains = [
+            None,
+            Some("auth"),
+            Some("core"),
+            Some("billing"),
+            Some("sessions"),
+        ];
+        for text in texts {
+            let probes = probe_keys(text);
+            let near: Vec<Node> = nodes
+                .iter()
+                .filter(|n| lookup_keys(n).iter().any(|k| probes.contains(k)))
+                .cloned()
+                .collect();
+            let part = Resolver::new(&near);
+            for explicit in domains {
+                for from in domains {
+                    let a = full.resolve(text, explicit, from).map(|i| &nodes[i].id);
+                    let b = part.resolve(text, explicit, from).map(|i| &near[i].id);
+                    assert_eq!(a, b, "{text} {explicit:?} {from:?}");
+                }
+            }
+        }
     }
 }
