@@ -10,7 +10,7 @@
 use super::links::{Delta, Slim};
 use super::parse::parse_spec_full;
 pub use super::parse::{parse_spec, strip_links};
-use super::scan::{load_vectors, scan, LoadedVector, Stamps};
+use super::scan::{folder_of, load_vectors, scan_since, DirStamps, LoadedVector, Scan, Stamps};
 use super::store::{lm, Edge, FileStamp, NodeRecord, Store};
 use super::text::{LangTally, TextIndex};
 use super::Error;
@@ -42,6 +42,9 @@ pub struct BuildStats {
     pub stale_specs: Vec<String>,
     pub errors: Vec<String>,
     pub millis: u64,
+    /// Microseconds per step (`scan`, `records`, `links`, `vectors`, `text`), for benchmarks.
+    #[serde(default)]
+    pub steps_us: BTreeMap<String, u64>,
 }
 
 /// A spec's record and vectors, or why it could not be loaded.
@@ -383,6 +386,46 @@ fn load_changed(
         .collect()
 }
 
+/// The stored stamps of the stems in the folders `read` (the other folders did not change).
+fn old_stamps(
+    files: StampDb,
+    wtxn: &heed::RwTxn,
+    read: &BTreeSet<String>,
+) -> Result<BTreeMap<String, StemStamp>, Error> {
+    let mut old = BTreeMap::new();
+    let mut keep = |kv: heed::Result<(&str, StemStamp)>| -> Result<(), Error> {
+        let (k, v) = kv.map_err(lm)?;
+        if read.contains(folder_of(k)) {
+            old.insert(k.to_string(), v);
+        }
+        Ok(())
+    };
+    if read.contains("") {
+        for kv in files.iter(wtxn).map_err(lm)? {
+            keep(kv)?;
+        }
+    } else {
+        for folder in read {
+            for kv in files.prefix_iter(wtxn, &format!("{folder}/")).map_err(lm)? {
+                keep(kv)?;
+            }
+        }
+    }
+    Ok(old)
+}
+
+/// Time of each step since the previous one.
+struct Lap(std::time::Instant, BTreeMap<String, u64>);
+
+impl Lap {
+    fn done(&mut self, step: &str) {
+        let now = std::time::Instant::now();
+        self.1
+            .insert(step.to_string(), (now - self.0).as_micros() as u64);
+        self.0 = now;
+    }
+}
+
 /// Bring the store and text index up to date with the artifacts, in named steps: stamps →
 /// removed specs → changed specs (records, vectors, text) → links (`links.rs`, proportional to
 /// the change) → vectors → commit. `full` clears everything first.
@@ -395,19 +438,22 @@ pub fn update(
     full: bool,
 ) -> Result<BuildStats, Error> {
     let t0 = std::time::Instant::now();
-    let current = scan(index_dir);
+    let mut lap = Lap(t0, BTreeMap::new());
     let mut wtxn = store.wtxn()?;
     if full {
         clear_all(store, &mut wtxn)?;
     }
+    let prev: DirStamps = store.get_meta(&wtxn, "scan_dirs")?.unwrap_or_default();
+    let Scan {
+        stems: current,
+        read,
+        dirs,
+    } = scan_since(index_dir, &prev);
     let files = store
         .files
         .remap_data_type::<heed::types::SerdeJson<StemStamp>>();
-    let mut old: BTreeMap<String, StemStamp> = BTreeMap::new();
-    for kv in files.iter(&wtxn).map_err(lm)? {
-        let (k, v) = kv.map_err(lm)?;
-        old.insert(k.to_string(), v);
-    }
+    let old = old_stamps(files, &wtxn, &read)?;
+    lap.done("scan");
     let mut step = Step {
         store,
         text,
@@ -436,13 +482,19 @@ pub fn update(
         mut stats,
         ..
     } = step;
+    store.put_meta(&mut wtxn, "scan_dirs", &dirs)?;
+    lap.done("records");
     let fig = super::links::refresh(store, &mut wtxn, &delta, full)?;
+    lap.done("links");
     vec.finish(store, &mut wtxn)?;
+    lap.done("vectors");
     stats.nodes = store.nodes.len(&wtxn).map_err(lm)? as usize;
     stats.edges = fig.edges;
     stats.stale_specs = fig.stale_specs;
     stats.errors.extend(fig.agent_errors);
     text.commit(writer)?;
+    lap.done("text");
+    stats.steps_us = lap.1;
     stats.millis = t0.elapsed().as_millis() as u64;
     store.put_meta(&mut wtxn, "stats", &stats)?;
     wtxn.commit().map_err(lm)?;
