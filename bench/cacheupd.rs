@@ -33,6 +33,15 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
+fn steps(st: &kdd::cache::BuildStats) -> String {
+    let v: Vec<String> = st
+        .steps_us
+        .iter()
+        .map(|(k, v)| format!("{k} {:.1}", *v as f64 / 1000.0))
+        .collect();
+    v.join(", ")
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -204,24 +213,20 @@ fn one_size(n: usize) {
     };
     let (full, st) = open(true);
     say(&format!(
-        "n={n}: cache build from scratch {} ({} nodes, {} edges)",
+        "n={n}: cache build from scratch {} ({} nodes, {} edges; ms per step: {})",
         ms(full),
         st.nodes,
-        st.edges
+        st.edges,
+        steps(&st)
     ));
     for r in 0..2 {
         for c in changes(root, r) {
             apply(root, &settings, &c);
             let (open_t, st) = open(false);
             assert!(!st.full, "an incremental update rebuilt the cache");
-            let steps: Vec<String> = st
-                .steps_us
-                .iter()
-                .map(|(k, v)| format!("{k} {:.1}", *v as f64 / 1000.0))
-                .collect();
             say(&format!(
                 "  round {r}, {:<13}: update {:>4} ms, whole open {} (added {}, updated {}, removed {}; {} nodes, {} edges; ms per step: {})",
-                c.name, st.millis, ms(open_t), st.added, st.updated, st.removed, st.nodes, st.edges, steps.join(", ")
+                c.name, st.millis, ms(open_t), st.added, st.updated, st.removed, st.nodes, st.edges, steps(&st)
             ));
         }
     }

@@ -9,8 +9,8 @@
 //! rename (git checkouts unlink + create), so a folder whose four copies (`nodes/<d>`,
 //! `edges/<d>`, `embeddings/<d>`, `enrichments/<d>`) kept their mtimes holds the same files
 //! with the same stamps — the rule the freshness fingerprint already rests on. A folder touched
-//! in the last [`RACY_SECS`] seconds is not trusted (file-system clocks are coarse) and is read
-//! again next time.
+//! less than [`racy_ns`] ago is not trusted (file-system clocks are coarse: a later write in the
+//! same tick would keep the mtime) and is read again next time.
 
 use super::store::{ChunkRef, FileStamp};
 use std::collections::BTreeMap;
@@ -47,8 +47,16 @@ fn extras(emb: Option<FileStamp>, enr: Option<FileStamp>) -> Option<FileStamp> {
 
 /// The artifact top folders, in the order of a folder's mtimes in [`DirStamps`].
 const TOPS: [&str; 4] = ["nodes", "edges", "embeddings", "enrichments"];
-/// A folder modified this recently is read again on the next scan.
-pub const RACY_SECS: i128 = 2;
+/// How long after its mtime a folder is still read again: 100 ms, far above the clock tick of
+/// Linux file systems with nanosecond stamps (≤ 10 ms); 2 s when the stamp has no sub-second
+/// part (a file system with second granularity).
+pub fn racy_ns(mtime_ns: i128) -> i128 {
+    if mtime_ns % 1_000_000_000 == 0 {
+        2_000_000_000
+    } else {
+        100_000_000
+    }
+}
 
 /// Per folder under the tops (`""`, `entity`, `entity/core`): the mtimes of its four copies
 /// (0 when absent), or `None` when it must be read again.
@@ -124,7 +132,7 @@ pub fn scan_since(index_dir: &Path, prev: &DirStamps) -> Scan {
     let mut todo = vec![String::new()];
     while let Some(rel) = todo.pop() {
         let m: [i128; 4] = TOPS.map(|t| mtime_ns(&index_dir.join(t).join(&rel)));
-        let racy = m.iter().any(|t| *t > now - RACY_SECS * 1_000_000_000);
+        let racy = m.iter().any(|t| *t > now - racy_ns(*t));
         let same = prev.get(&rel).is_some_and(|p| *p == Some(m));
         if same && !racy {
             // Unchanged: same entries, so the same sub-folders as last time.

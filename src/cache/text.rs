@@ -270,6 +270,11 @@ impl TextIndex {
         })
     }
 
+    /// Number of searchable segments (tests and diagnostics).
+    pub fn segment_count(&self) -> usize {
+        self.index.searchable_segment_metas().map_or(0, |m| m.len())
+    }
+
     /// See the latest commit.
     pub fn reload(&self) -> Result<(), Error> {
         self.reader
@@ -287,14 +292,30 @@ impl TextIndex {
         Ok(w)
     }
 
-    /// Commit, then merge deleted documents away: BM25 statistics count deleted documents until
-    /// their segment is merged (an updated index would score unlike a fresh build).
+    /// Commit, then keep the segments few and mostly live: BM25 statistics count live documents
+    /// only (`bm25.rs`), so merging is for speed, not exactness. Every segment but the largest
+    /// merges once there are more than 8 (cheap: an update's segment is one spec); everything
+    /// merges once a tenth of the documents are deleted (rare, so a one-spec update never
+    /// rewrites the whole index).
     pub fn commit(&self, mut w: IndexWriter<TantivyDocument>) -> Result<(), Error> {
         let err = |e: tantivy::TantivyError| Error::Corrupt(format!("text index commit: {e}"));
         w.commit().map_err(err)?;
         let metas = self.index.searchable_segment_metas().map_err(err)?;
-        if metas.iter().any(|m| m.has_deletes()) {
-            let ids: Vec<_> = metas.iter().map(|m| m.id()).collect();
+        let total: u64 = metas.iter().map(|m| u64::from(m.max_doc())).sum();
+        let deleted: u64 = metas.iter().map(|m| u64::from(m.num_deleted_docs())).sum();
+        let largest = metas.iter().max_by_key(|m| m.max_doc()).map(|m| m.id());
+        let ids: Vec<_> = if deleted * 10 > total {
+            metas.iter().map(|m| m.id()).collect()
+        } else if metas.len() > 8 {
+            metas
+                .iter()
+                .map(|m| m.id())
+                .filter(|id| Some(*id) != largest)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if !ids.is_empty() {
             w.merge(&ids).wait().map_err(err)?;
         }
         w.wait_merging_threads().map_err(err)
