@@ -292,11 +292,8 @@ impl TextIndex {
         Ok(w)
     }
 
-    /// Commit, then keep the segments few and mostly live: BM25 statistics count live documents
-    /// only (`bm25.rs`), so merging is for speed, not exactness. Every segment but the largest
-    /// merges once there are more than 8 (cheap: an update's segment is one spec); everything
-    /// merges once a tenth of the documents are deleted (rare, so a one-spec update never
-    /// rewrites the whole index).
+    /// Commit, then merge for speed only (BM25 counts live documents, `bm25.rs`): all segments
+    /// but the largest past 8 of them; everything once a tenth of the documents are deleted.
     pub fn commit(&self, mut w: IndexWriter<TantivyDocument>) -> Result<(), Error> {
         let err = |e: tantivy::TantivyError| Error::Corrupt(format!("text index commit: {e}"));
         w.commit().map_err(err)?;
@@ -439,31 +436,9 @@ impl TextIndex {
         })
     }
 
-    fn search_inner(
-        &self,
-        text: &str,
-        filter: &TextFilter,
-        limit: usize,
-    ) -> Result<Vec<LexHit>, Error> {
+    /// `query` restricted to the filter's kinds, layers and domain.
+    fn filtered(&self, mut query: Box<dyn Query>, filter: &TextFilter) -> Box<dyn Query> {
         let f = &self.fields;
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        let ident_text = expand_identifier(text);
-        for (field, w, src) in [
-            (f.ident, W_IDENT, ident_text.as_str()),
-            (f.head_es, W_HEAD, text),
-            (f.head_en, W_HEAD, text),
-            (f.body_es, 1.0, text),
-            (f.body_en, 1.0, text),
-        ] {
-            for t in self.terms(field, src) {
-                let q: Box<dyn Query> = Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs));
-                clauses.push((Occur::Should, Box::new(BoostQuery::new(q, w))));
-            }
-        }
-        if clauses.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut query: Box<dyn Query> = Box::new(BooleanQuery::new(clauses));
         let mut must: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for (field, values) in [(f.kind, &filter.kinds), (f.layer, &filter.layers)] {
             if !values.is_empty() {
@@ -493,6 +468,34 @@ impl TextIndex {
             must.push((Occur::Must, query));
             query = Box::new(BooleanQuery::new(must));
         }
+        query
+    }
+
+    fn search_inner(
+        &self,
+        text: &str,
+        filter: &TextFilter,
+        limit: usize,
+    ) -> Result<Vec<LexHit>, Error> {
+        let f = &self.fields;
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let ident_text = expand_identifier(text);
+        for (field, w, src) in [
+            (f.ident, W_IDENT, ident_text.as_str()),
+            (f.head_es, W_HEAD, text),
+            (f.head_en, W_HEAD, text),
+            (f.body_es, 1.0, text),
+            (f.body_en, 1.0, text),
+        ] {
+            for t in self.terms(field, src) {
+                let q: Box<dyn Query> = Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs));
+                clauses.push((Occur::Should, Box::new(BoostQuery::new(q, w))));
+            }
+        }
+        if clauses.is_empty() {
+            return Ok(Vec::new());
+        }
+        let query = self.filtered(Box::new(BooleanQuery::new(clauses)), filter);
         let searcher = self.reader.searcher();
         let stats = super::bm25::LiveStats {
             searcher: &searcher,
