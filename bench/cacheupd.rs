@@ -8,6 +8,11 @@
 //! `kdd` binary next to this bench, or `$KDD_BIN`): a cold `kdd query` on an unchanged cache and
 //! the first `kdd query` after a one-spec change (median of 3 each). Artifacts are written
 //! in-process with `index::apply`, which is what the pre-commit hook does.
+//!
+//! Measured (release, 2 shared cores, 10k specs): before the incremental link step, an update
+//! took 430-743 ms and the first `kdd query` after a change 728 ms (10 ms unchanged); after,
+//! updates take 4-33 ms (whole open 10-40 ms; one update in eight also merges the small text
+//! segments, ~80 ms) and the first query after a change 46 ms (15 ms unchanged).
 
 use kdd::cache::{Cache, OpenOptions};
 use kdd::config::Settings;
