@@ -1,4 +1,5 @@
-//! `cargo bench --bench bench -- cache-update [N…]` (default 1k and 10k specs): the cost of an
+//! `cargo bench --bench bench -- cache-update [N…] [l2]` (default 1k and 10k specs; `l2`: with
+//! vectors from the deterministic test embedder): the cost of an
 //! incremental cache update after a one-spec change, on the synthetic corpus (`bench/synth.rs`).
 //!
 //! Per size it prints the cache build from scratch, then for each kind of one-spec change (text
@@ -149,7 +150,20 @@ fn changes(root: &Path, r: usize) -> Vec<Change> {
     ]
 }
 
-fn apply(root: &Path, settings: &Settings, c: &Change) {
+/// `kdd index` through the CLI with the deterministic test embedder (L2 vectors).
+fn cli_index(root: &Path) {
+    let o = Command::new(kdd_bin())
+        .arg("index")
+        .current_dir(root)
+        .env_remove("KDD_NO_EMBED")
+        .env("KDD_TEST_EMBEDDER", "1")
+        .env("KDD_EMBED_WARM", "0")
+        .output()
+        .expect("kdd index runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+fn apply(root: &Path, settings: &Settings, c: &Change, l2: bool) {
     let mut changed = Vec::new();
     for (p, text) in &c.write {
         std::fs::write(root.join(p), text).expect("spec written");
@@ -161,7 +175,11 @@ fn apply(root: &Path, settings: &Settings, c: &Change) {
     for p in &c.delete {
         std::fs::remove_file(root.join(p)).expect("spec removed");
     }
-    index::apply(settings, changed, c.delete.clone()).expect("index apply");
+    if l2 {
+        cli_index(root);
+    } else {
+        index::apply(settings, changed, c.delete.clone()).expect("index apply");
+    }
 }
 
 fn git(dir: &Path, args: &[&str]) {
@@ -180,8 +198,10 @@ fn git(dir: &Path, args: &[&str]) {
     assert!(ok, "git {args:?} failed");
 }
 
-/// Run the benchmark for the sizes in `args` (default 1000 and 10000).
+/// Run the benchmark for the sizes in `args` (default 1000 and 10000); `l2` indexes through the
+/// CLI with the deterministic test embedder, so arroy holds a vector per chunk.
 pub fn run(args: &[String]) {
+    let l2 = args.iter().any(|a| a == "l2");
     let sizes: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
     let sizes = if sizes.is_empty() {
         vec![1000, 10_000]
@@ -189,17 +209,21 @@ pub fn run(args: &[String]) {
         sizes
     };
     for n in sizes {
-        one_size(n);
+        one_size(n, l2);
     }
 }
 
-fn one_size(n: usize) {
+fn one_size(n: usize, l2: bool) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = tmp.path();
     git(root, &["init", "-q"]);
     crate::synth::generate(root, n, 42).expect("synthetic corpus");
     let settings = Settings::discover(root, None).expect("settings");
-    index::full(&settings, &index::Options::default()).expect("kdd index");
+    if l2 {
+        cli_index(root);
+    } else {
+        index::full(&settings, &index::Options::default()).expect("kdd index");
+    }
     git(root, &["add", "-A"]);
     git(root, &["commit", "-qm", "synthetic"]);
     let cache_root = root.join(".git/kdd-cache-bench");
@@ -214,11 +238,16 @@ fn one_size(n: usize) {
             },
         )
         .expect("cache opens");
-        (t.elapsed(), c.last_update().cloned().unwrap_or_default())
+        let level = c.level();
+        (
+            t.elapsed(),
+            c.last_update().cloned().unwrap_or_default(),
+            level,
+        )
     };
-    let (full, st) = open(true);
+    let (full, st, level) = open(true);
     say(&format!(
-        "n={n}: cache build from scratch {} ({} nodes, {} edges; ms per step: {})",
+        "n={n}: cache build from scratch {} ({level:?}; {} nodes, {} edges; ms per step: {})",
         ms(full),
         st.nodes,
         st.edges,
@@ -226,8 +255,8 @@ fn one_size(n: usize) {
     ));
     for r in 0..2 {
         for c in changes(root, r) {
-            apply(root, &settings, &c);
-            let (open_t, st) = open(false);
+            apply(root, &settings, &c, l2);
+            let (open_t, st, _) = open(false);
             assert!(!st.full, "an incremental update rebuilt the cache");
             say(&format!(
                 "  round {r}, {:<13}: update {:>4} ms, whole open {} (added {}, updated {}, removed {}; {} nodes, {} edges; ms per step: {})",
@@ -235,11 +264,11 @@ fn one_size(n: usize) {
             ));
         }
     }
-    cli_first_query(root, &settings);
+    cli_first_query(root, &settings, l2);
 }
 
 /// End to end: `kdd query` cold on an unchanged cache, then right after a one-spec change.
-fn cli_first_query(root: &Path, settings: &Settings) {
+fn cli_first_query(root: &Path, settings: &Settings, l2: bool) {
     let bin = kdd_bin();
     if !bin.is_file() {
         say(&format!(
@@ -268,7 +297,7 @@ fn cli_first_query(root: &Path, settings: &Settings) {
     let mut after = Vec::new();
     for r in 10..13 {
         let c = changes(root, r).into_iter().nth(1).expect("a link change");
-        apply(root, settings, &c);
+        apply(root, settings, &c, l2);
         after.push(q());
     }
     say(&format!(
