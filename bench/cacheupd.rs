@@ -13,7 +13,9 @@
 //! Measured (release, 2 shared cores, 10k specs): before the incremental link step, an update
 //! took 430-743 ms and the first `kdd query` after a change 728 ms (10 ms unchanged); after,
 //! updates take 4-33 ms (whole open 10-40 ms; one update in eight also merges the small text
-//! segments, ~80 ms) and the first query after a change 46 ms (15 ms unchanged).
+//! segments, ~80 ms) and the first query after a change 46 ms (15 ms unchanged). With `l2`
+//! (64-dim test vectors, ~8 per spec) arroy's rebuild of its trees dominates: 80-670 ms per
+//! update (not yet proportional to the change), first query after a change 366 ms.
 
 use kdd::cache::{Cache, OpenOptions};
 use kdd::config::Settings;
