@@ -1,5 +1,6 @@
 //! Benchmarks: `cargo bench --bench bench -- <name> [args]`; each prints its figures.
 
+mod cacheupd;
 mod embed;
 mod hook;
 mod index;
@@ -15,6 +16,7 @@ fn main() {
         .filter(|a| a != "--bench")
         .collect();
     match args.first().map(String::as_str) {
+        Some("cache-update") => cacheupd::run(&args[1..]),
         Some("embed") => embed::run(&args[1..]),
         Some("hook") => hook::run(&args[1..]),
         Some("index") => index::run(&args[1..]),
@@ -24,7 +26,7 @@ fn main() {
         Some("service") => service::run(&args[1..]),
         Some("synth") => synth::run(&args[1..]),
         other => kdd::cli::output::error(&format!(
-            "unknown benchmark {other:?}; try: embed, hook, index, memory, query, serve, service, synth"
+            "unknown benchmark {other:?}; try: cache-update, embed, hook, index, memory, query, serve, service, synth"
         )),
     }
 }

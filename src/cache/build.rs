@@ -1,14 +1,17 @@
 //! Building and incrementally updating the cache from `.kdd-index/` plus the spec files.
 //!
 //! Artifacts hold only identity, links and vectors, so searchable text is re-derived by parsing
-//! each spec again (same tree) and checked against the node's `source_hash`. Only specs whose
-//! artifact files changed (size or mtime) are re-read, re-parsed and re-indexed; global link
-//! resolution is then redone over the stored (node, links) pairs, which is cheap; the agent's
-//! edges (L3, `agent.rs`) are added to it.
+//! each spec again (`parse.rs`, same tree) and checked against the node's `source_hash`. Only
+//! specs whose artifact files changed (size or mtime) are re-read, re-parsed and re-indexed
+//! (LMDB record, tantivy documents and arroy items of those specs only); then only the links
+//! whose source or target changed are resolved again (`links.rs`), with the agent's edges (L3,
+//! `agent.rs`). A full build is the same sequence over empty tables.
 
-use super::resolve::KeyRank;
-use super::scan::{load_vectors, scan, LoadedVector, Stamps};
-use super::store::{lm, Edge, FileStamp, NodeRecord, SectionText, Store};
+use super::links::{Delta, Slim};
+use super::parse::parse_spec_full;
+pub use super::parse::{parse_spec, strip_links};
+use super::scan::{folder_of, load_vectors, scan_since, DirStamps, LoadedVector, Scan, Stamps};
+use super::store::{lm, Edge, FileStamp, NodeRecord, Store};
 use super::text::{LangTally, TextIndex};
 use super::Error;
 use super::Orphan;
@@ -39,169 +42,13 @@ pub struct BuildStats {
     pub stale_specs: Vec<String>,
     pub errors: Vec<String>,
     pub millis: u64,
+    /// Microseconds per step (`scan`, `records`, `links`, `vectors`, `text`), for benchmarks.
+    #[serde(default)]
+    pub steps_us: BTreeMap<String, u64>,
 }
 
 /// A spec's record and vectors, or why it could not be loaded.
 type Loaded = Result<(NodeRecord, Vec<LoadedVector>), String>;
-
-/// Re-derive a spec's sections and indexed fields from its bytes (core's extractor; a plain
-/// heading splitter when the file cannot be extracted at all).
-pub fn parse_spec(rel: &str, bytes: &[u8], specs_root: &str) -> (IndexedFields, Vec<SectionText>) {
-    let (f, s, _) = parse_spec_full(rel, bytes, specs_root);
-    (f, s)
-}
-
-/// [`parse_spec`] plus the extraction itself (for re-chunking vectors).
-fn parse_spec_full(
-    rel: &str,
-    bytes: &[u8],
-    specs_root: &str,
-) -> (
-    IndexedFields,
-    Vec<SectionText>,
-    Option<crate::spec::Extracted>,
-) {
-    match crate::extract::extract(rel, bytes, specs_root) {
-        Ok(x) => {
-            let sections = x
-                .sections
-                .iter()
-                .map(|s| SectionText {
-                    heading: s.heading.clone(),
-                    key: s.key.clone(),
-                    level: s.level,
-                    ancestors: s.ancestors.clone(),
-                    text: s.text(),
-                    line: s.line,
-                })
-                .collect();
-            (x.fields.clone(), sections, Some(x))
-        }
-        Err(_) => {
-            let text = String::from_utf8_lossy(bytes);
-            let (f, s) = fallback_sections(rel, &text);
-            (f, s, None)
-        }
-    }
-}
-
-/// A small CommonMark-aware splitter used for the searchable text: headings outside code fences
-/// start sections, front matter is skipped, wiki-links keep their display text.
-fn fallback_sections(rel: &str, text: &str) -> (IndexedFields, Vec<SectionText>) {
-    let mut body = text;
-    if let Some(rest) = text.strip_prefix("---") {
-        if let Some(end) = rest.find("\n---") {
-            let after = &rest[end + 4..];
-            body = after.split_once('\n').map(|(_, b)| b).unwrap_or("");
-        }
-    }
-    let feature = rel.ends_with(".feature");
-    let mut sections: Vec<SectionText> = Vec::new();
-    let mut cur = SectionText {
-        heading: String::new(),
-        key: None,
-        level: 0,
-        ancestors: Vec::new(),
-        text: String::new(),
-        line: 1,
-    };
-    let mut stack: Vec<(u8, String)> = Vec::new();
-    let mut fence: Option<&str> = None;
-    let fm_lines = text[..text.len() - body.len()].lines().count();
-    for (i, line) in body.lines().enumerate() {
-        let t = line.trim_start();
-        if let Some(f) = fence {
-            if t.starts_with(f) {
-                fence = None;
-                continue;
-            }
-            cur.text.push_str(line);
-            cur.text.push('\n');
-            continue;
-        }
-        if t.starts_with("```") || t.starts_with("~~~") {
-            fence = Some(if t.starts_with("```") { "```" } else { "~~~" });
-            continue;
-        }
-        let heading = if feature {
-            let lw = t.to_ascii_lowercase();
-            [
-                "feature:",
-                "scenario:",
-                "scenario outline:",
-                "background:",
-                "escenario:",
-                "característica:",
-            ]
-            .iter()
-            .find(|p| lw.starts_with(*p))
-            .map(|_| (if lw.starts_with("feature") { 1 } else { 2 }, t.to_string()))
-        } else {
-            let hashes = t.chars().take_while(|c| *c == '#').count();
-            if (1..=6).contains(&hashes) && t[hashes..].starts_with(' ') {
-                Some((
-                    hashes as u8,
-                    t[hashes..].trim().trim_end_matches('#').trim().to_string(),
-                ))
-            } else {
-                None
-            }
-        };
-        if let Some((level, h)) = heading {
-            sections.push(std::mem::replace(
-                &mut cur,
-                SectionText {
-                    heading: strip_links(&h),
-                    key: None,
-                    level,
-                    ancestors: Vec::new(),
-                    text: String::new(),
-                    line: fm_lines + i + 1,
-                },
-            ));
-            while stack.last().is_some_and(|(l, _)| *l >= level) {
-                stack.pop();
-            }
-            cur.ancestors = stack.iter().skip(1).map(|(_, h)| h.clone()).collect();
-            stack.push((level, strip_links(&h)));
-            continue;
-        }
-        cur.text.push_str(&strip_links(line));
-        cur.text.push('\n');
-    }
-    sections.push(cur);
-    sections.retain(|s| !(s.heading.is_empty() && s.text.trim().is_empty()));
-    for s in &mut sections {
-        s.text = s.text.trim().to_string();
-    }
-    (IndexedFields::new(), sections)
-}
-
-/// `[[Target|alias]]` → `alias`, `[[Target]]` → `Target`, `[[d::T]]` → `T`.
-pub fn strip_links(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find("[[") {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 2..];
-        match after.find("]]") {
-            Some(j) => {
-                let inner = &after[..j];
-                let shown = inner.rsplit('|').next().unwrap_or(inner);
-                let shown = shown.rsplit("::").next().unwrap_or(shown);
-                let shown = shown.split('#').next().unwrap_or(shown);
-                out.push_str(shown);
-                rest = &after[j + 2..];
-            }
-            None => {
-                out.push_str(&rest[i..]);
-                rest = "";
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
 
 /// Load one spec's record from its artifacts and its source file.
 fn load_record(
@@ -248,16 +95,15 @@ fn load_record(
     Ok((rec, vectors))
 }
 
-/// Resolve every link globally with core's resolver ([`crate::graph::Graph`]): typed edges
-/// (no self-loops; a generic `WIKI_LINK` is dropped when a typed edge joins the same pair) and
-/// orphans.
-pub fn resolve_graph(srcs: &[(Node, Vec<crate::spec::LinkRecord>)]) -> (Vec<Edge>, Vec<Orphan>) {
-    let g = crate::graph::Graph::build(
-        srcs.iter().map(|(n, _)| n.clone()).collect(),
-        srcs.iter()
-            .map(|(n, l)| (n.id.clone(), l.clone()))
-            .collect(),
-    );
+/// Resolve the links of `sources` with core's resolver ([`crate::graph::Graph`]) over `nodes`
+/// (all nodes, or every node under the sources' probe keys: the same answer, see
+/// [`crate::graph::lookup_keys`]): typed edges (no self-loops; a generic `WIKI_LINK` is dropped
+/// when a typed edge joins the same pair) and orphans, both sorted by source.
+pub fn resolve_graph(
+    nodes: Vec<Node>,
+    sources: Vec<(String, Vec<crate::spec::LinkRecord>)>,
+) -> (Vec<Edge>, Vec<Orphan>) {
+    let g = crate::graph::Graph::build(nodes, sources);
     let typed: BTreeSet<(&str, &str)> = g
         .edges
         .iter()
@@ -311,33 +157,278 @@ fn manifest_dims(index_dir: &Path) -> Option<usize> {
         .filter(|d| *d > 0)
 }
 
-fn w_dims(d: Option<usize>) -> usize {
-    d.unwrap_or(0)
+/// The vector side of an update (arroy index 0; L2 indexes only).
+struct Vectors {
+    dims: usize,
+    writer: Option<arroy::Writer<arroy::distances::Cosine>>,
+    next_item: u32,
+    changed: bool,
 }
 
-/// Remove a node's vector items (and their chunk refs). True when something was removed.
-fn drop_items(
-    store: &Store,
-    wtxn: &mut heed::RwTxn,
-    w: Option<&arroy::Writer<arroy::distances::Cosine>>,
-    node_id: &str,
-) -> Result<bool, Error> {
-    let Some(rec) = store.nodes.get(wtxn, node_id).map_err(lm)? else {
-        return Ok(false);
-    };
-    let mut any = false;
-    for item in rec.items {
-        if let Some(w) = w {
-            w.del_item(wtxn, item)
-                .map_err(|e| Error::Corrupt(format!("vectors: {e}")))?;
+fn arroy_err(e: arroy::Error) -> Error {
+    Error::Corrupt(format!("vectors: {e}"))
+}
+
+impl Vectors {
+    fn open(
+        store: &Store,
+        wtxn: &mut heed::RwTxn,
+        index_dir: &Path,
+        full: bool,
+    ) -> Result<Vectors, Error> {
+        let dims = manifest_dims(index_dir);
+        let writer = dims.map(|d| arroy::Writer::new(store.vectors, 0, d));
+        if let (true, Some(w)) = (full, &writer) {
+            w.clear(wtxn).map_err(arroy_err)?;
         }
-        store.chunks.delete(wtxn, &item).map_err(lm)?;
-        any = true;
+        let next_item = if full {
+            0
+        } else {
+            store.get_meta(wtxn, "next_item")?.unwrap_or(0)
+        };
+        Ok(Vectors {
+            changed: full && writer.is_some(),
+            dims: dims.unwrap_or(0),
+            writer,
+            next_item,
+        })
     }
-    Ok(any)
+
+    /// Remove vector items (and their chunk refs).
+    fn drop_items(
+        &mut self,
+        store: &Store,
+        wtxn: &mut heed::RwTxn,
+        items: &[u32],
+    ) -> Result<(), Error> {
+        for item in items {
+            if let Some(w) = &self.writer {
+                w.del_item(wtxn, *item).map_err(arroy_err)?;
+            }
+            store.chunks.delete(wtxn, item).map_err(lm)?;
+            self.changed = true;
+        }
+        Ok(())
+    }
+
+    /// Add a spec's chunk vectors as new items (a dimension mismatch is reported, not added).
+    fn add(
+        &mut self,
+        store: &Store,
+        wtxn: &mut heed::RwTxn,
+        rec: &mut NodeRecord,
+        vecs: Vec<LoadedVector>,
+        errors: &mut Vec<String>,
+    ) -> Result<(), Error> {
+        let Some(w) = &self.writer else {
+            return Ok(());
+        };
+        for lv in vecs {
+            if lv.vector.len() != self.dims {
+                errors.push(format!(
+                    "{}: vectors have {} dimensions, the manifest says {}; run `kdd index` to re-embed",
+                    rec.node.source_file,
+                    lv.vector.len(),
+                    self.dims
+                ));
+                break;
+            }
+            w.add_item(wtxn, self.next_item, &lv.vector)
+                .map_err(arroy_err)?;
+            store
+                .chunks
+                .put(wtxn, &self.next_item, &lv.chunk)
+                .map_err(lm)?;
+            rec.items.push(self.next_item);
+            self.next_item += 1;
+            self.changed = true;
+        }
+        Ok(())
+    }
+
+    /// Rebuild the arroy trees when items moved (arroy updates them incrementally) and keep the
+    /// item counter.
+    fn finish(self, store: &Store, wtxn: &mut heed::RwTxn) -> Result<(), Error> {
+        if let (true, Some(w)) = (self.changed, &self.writer) {
+            use rand::SeedableRng;
+            let mut rng = rand::rngs::StdRng::seed_from_u64(0x6b6464);
+            w.builder(&mut rng)
+                .build(wtxn)
+                .map_err(|e| Error::Corrupt(format!("vector index build: {e}")))?;
+        }
+        store.put_meta(wtxn, "next_item", &self.next_item)
+    }
 }
 
-/// Bring the store and text index up to date with the artifacts. `full` clears everything first.
+type StampDb = heed::Database<'static, heed::types::Str, heed::types::SerdeJson<StemStamp>>;
+
+/// One update in progress: the stores, the text writer, the vectors and what changed.
+struct Step<'a> {
+    store: &'a Store,
+    text: &'a TextIndex,
+    writer: tantivy::IndexWriter<tantivy::TantivyDocument>,
+    files: StampDb,
+    vec: Vectors,
+    delta: Delta,
+    stats: BuildStats,
+}
+
+fn clear_all(store: &Store, wtxn: &mut heed::RwTxn) -> Result<(), Error> {
+    for db in [store.fwd, store.rev] {
+        db.clear(wtxn).map_err(lm)?;
+    }
+    for db in [store.keys, store.lkeys] {
+        db.clear(wtxn).map_err(lm)?;
+    }
+    store.nodes.clear(wtxn).map_err(lm)?;
+    store.lite.clear(wtxn).map_err(lm)?;
+    store.names.clear(wtxn).map_err(lm)?;
+    store.files.clear(wtxn).map_err(lm)?;
+    store.chunks.clear(wtxn).map_err(lm)?;
+    store.meta.clear(wtxn).map_err(lm)
+}
+
+impl Step<'_> {
+    /// Forget the stored version of `node_id` everywhere (record, vectors, text documents); it
+    /// joins the delta's old versions for the link step.
+    fn forget(&mut self, wtxn: &mut heed::RwTxn, node_id: &str) -> Result<(), Error> {
+        self.text.delete_node(&self.writer, node_id);
+        let Some(rec) = self.store.nodes.get(wtxn, node_id).map_err(lm)? else {
+            return Ok(());
+        };
+        self.vec.drop_items(self.store, wtxn, &rec.items)?;
+        self.store.nodes.delete(wtxn, node_id).map_err(lm)?;
+        self.delta.old.push(Slim::of(&rec));
+        Ok(())
+    }
+
+    /// Specs whose artifacts are gone.
+    fn remove_gone(
+        &mut self,
+        wtxn: &mut heed::RwTxn,
+        old: &BTreeMap<String, StemStamp>,
+        current: &BTreeMap<String, Stamps>,
+    ) -> Result<(), Error> {
+        for (stem, st) in old {
+            if !current.contains_key(stem) {
+                self.forget(wtxn, &st.node_id)?;
+                self.files.delete(wtxn, stem).map_err(lm)?;
+                self.stats.removed += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Store one re-loaded spec (replacing its old version) or report why it could not load.
+    fn write_loaded(
+        &mut self,
+        wtxn: &mut heed::RwTxn,
+        stem: &str,
+        stamps: Stamps,
+        old: Option<&StemStamp>,
+        rec: Loaded,
+    ) -> Result<(), Error> {
+        if let Some(o) = old {
+            self.forget(wtxn, &o.node_id)?;
+            self.stats.updated += 1;
+        } else {
+            self.stats.added += 1;
+        }
+        let (mut rec, vecs) = match rec {
+            Ok(x) => x,
+            Err(msg) => {
+                self.stats.errors.push(msg);
+                self.files.delete(wtxn, stem).map_err(lm)?;
+                return Ok(());
+            }
+        };
+        // Another spec may hold the same id (a merge can do that): the last one loaded wins.
+        self.forget(wtxn, &rec.node.id)?;
+        self.vec
+            .add(self.store, wtxn, &mut rec, vecs, &mut self.stats.errors)?;
+        self.text.add_node(&self.writer, &rec)?;
+        self.store.nodes.put(wtxn, &rec.node.id, &rec).map_err(lm)?;
+        let (node, edges, emb) = stamps;
+        let stamp = StemStamp {
+            node_id: rec.node.id.clone(),
+            node,
+            edges,
+            emb,
+        };
+        self.files.put(wtxn, stem, &stamp).map_err(lm)?;
+        self.delta.new.push(Slim::of(&rec));
+        Ok(())
+    }
+}
+
+/// Specs whose artifacts are new or changed, read and parsed in parallel.
+fn load_changed(
+    index_dir: &Path,
+    repo_root: &Path,
+    roots: &crate::roots::Roots,
+    old: &BTreeMap<String, StemStamp>,
+    current: &BTreeMap<String, Stamps>,
+) -> Vec<(String, Loaded)> {
+    use rayon::prelude::*;
+    let todo: Vec<&String> = current
+        .iter()
+        .filter(|(stem, (n, e, v))| match old.get(*stem) {
+            Some(o) => o.node != *n || o.edges != *e || o.emb != *v,
+            None => true,
+        })
+        .map(|(stem, _)| stem)
+        .collect();
+    todo.par_iter()
+        .map(|stem| {
+            let rec = load_record(index_dir, repo_root, roots, stem);
+            ((*stem).clone(), rec)
+        })
+        .collect()
+}
+
+/// The stored stamps of the stems in the folders `read` (the other folders did not change).
+fn old_stamps(
+    files: StampDb,
+    wtxn: &heed::RwTxn,
+    read: &BTreeSet<String>,
+) -> Result<BTreeMap<String, StemStamp>, Error> {
+    let mut old = BTreeMap::new();
+    let mut keep = |kv: heed::Result<(&str, StemStamp)>| -> Result<(), Error> {
+        let (k, v) = kv.map_err(lm)?;
+        if read.contains(folder_of(k)) {
+            old.insert(k.to_string(), v);
+        }
+        Ok(())
+    };
+    if read.contains("") {
+        for kv in files.iter(wtxn).map_err(lm)? {
+            keep(kv)?;
+        }
+    } else {
+        for folder in read {
+            for kv in files.prefix_iter(wtxn, &format!("{folder}/")).map_err(lm)? {
+                keep(kv)?;
+            }
+        }
+    }
+    Ok(old)
+}
+
+/// Time of each step since the previous one.
+struct Lap(std::time::Instant, BTreeMap<String, u64>);
+
+impl Lap {
+    fn done(&mut self, step: &str) {
+        let now = std::time::Instant::now();
+        self.1
+            .insert(step.to_string(), (now - self.0).as_micros() as u64);
+        self.0 = now;
+    }
+}
+
+/// Bring the store and text index up to date with the artifacts, in named steps: stamps →
+/// removed specs → changed specs (records, vectors, text) → links (`links.rs`, proportional to
+/// the change) → vectors → commit. `full` clears everything first.
 pub fn update(
     store: &Store,
     text: &TextIndex,
@@ -347,224 +438,65 @@ pub fn update(
     full: bool,
 ) -> Result<BuildStats, Error> {
     let t0 = std::time::Instant::now();
-    let mut stats = BuildStats {
-        full,
-        ..BuildStats::default()
-    };
-    let current = scan(index_dir);
+    let mut lap = Lap(t0, BTreeMap::new());
     let mut wtxn = store.wtxn()?;
     if full {
-        for db in [store.fwd, store.rev] {
-            db.clear(&mut wtxn).map_err(lm)?;
-        }
-        store.nodes.clear(&mut wtxn).map_err(lm)?;
-        store.lite.clear(&mut wtxn).map_err(lm)?;
-        store.names.clear(&mut wtxn).map_err(lm)?;
-        store.files.clear(&mut wtxn).map_err(lm)?;
-        store.chunks.clear(&mut wtxn).map_err(lm)?;
-        store.meta.clear(&mut wtxn).map_err(lm)?;
+        clear_all(store, &mut wtxn)?;
     }
+    let prev: DirStamps = store.get_meta(&wtxn, "scan_dirs")?.unwrap_or_default();
+    let Scan {
+        stems: current,
+        read,
+        dirs,
+    } = scan_since(index_dir, &prev);
     let files = store
         .files
         .remap_data_type::<heed::types::SerdeJson<StemStamp>>();
-    let mut old: BTreeMap<String, StemStamp> = BTreeMap::new();
-    for kv in files.iter(&wtxn).map_err(lm)? {
-        let (k, v) = kv.map_err(lm)?;
-        old.insert(k.to_string(), v);
-    }
-    // Vectors (arroy, index 0) for L2 indexes.
-    let dims = manifest_dims(index_dir);
-    let vwriter = dims.map(|d| arroy::Writer::<arroy::distances::Cosine>::new(store.vectors, 0, d));
-    if let (true, Some(w)) = (full, &vwriter) {
-        w.clear(&mut wtxn)
-            .map_err(|e| Error::Corrupt(format!("vectors: {e}")))?;
-    }
-    let mut next_item: u32 = if full {
-        0
-    } else {
-        store.get_meta(&wtxn, "next_item")?.unwrap_or(0)
+    let old = old_stamps(files, &wtxn, &read)?;
+    lap.done("scan");
+    let mut step = Step {
+        store,
+        text,
+        writer: text.writer()?,
+        files,
+        vec: Vectors::open(store, &mut wtxn, index_dir, full)?,
+        delta: Delta::default(),
+        stats: BuildStats {
+            full,
+            ..BuildStats::default()
+        },
     };
-    let mut vectors_changed = full && vwriter.is_some();
-    let writer = text.writer()?;
     if full {
-        writer
+        step.writer
             .delete_all_documents()
             .map_err(|e| Error::Corrupt(format!("text index: {e}")))?;
     }
-    // Removed specs.
-    for (stem, st) in &old {
-        if !current.contains_key(stem) {
-            vectors_changed |= drop_items(store, &mut wtxn, vwriter.as_ref(), &st.node_id)?;
-            store.nodes.delete(&mut wtxn, &st.node_id).map_err(lm)?;
-            files.delete(&mut wtxn, stem).map_err(lm)?;
-            text.delete_node(&writer, &st.node_id);
-            stats.removed += 1;
-        }
+    step.remove_gone(&mut wtxn, &old, &current)?;
+    for (stem, rec) in load_changed(index_dir, repo_root, roots, &old, &current) {
+        step.write_loaded(&mut wtxn, &stem, current[&stem], old.get(&stem), rec)?;
     }
-    // Added or changed specs: read and parse in parallel, write sequentially.
-    let todo: Vec<(&String, &Stamps)> = current
-        .iter()
-        .filter(|(stem, (n, e, v))| match old.get(*stem) {
-            Some(o) => o.node != *n || o.edges != *e || o.emb != *v,
-            None => true,
-        })
-        .collect();
-    use rayon::prelude::*;
-    let loaded: Vec<(String, Loaded)> = todo
-        .par_iter()
-        .map(|(stem, _)| {
-            (
-                (*stem).clone(),
-                load_record(index_dir, repo_root, roots, stem),
-            )
-        })
-        .collect();
-    for (stem, rec) in loaded {
-        let (n, e, v) = current[&stem];
-        if let Some(o) = old.get(&stem) {
-            vectors_changed |= drop_items(store, &mut wtxn, vwriter.as_ref(), &o.node_id)?;
-            store.nodes.delete(&mut wtxn, &o.node_id).map_err(lm)?;
-            text.delete_node(&writer, &o.node_id);
-            stats.updated += 1;
-        } else {
-            stats.added += 1;
-        }
-        match rec {
-            Ok((mut rec, vecs)) => {
-                if let Some(w) = &vwriter {
-                    vectors_changed |= drop_items(store, &mut wtxn, Some(w), &rec.node.id)?;
-                    for lv in vecs {
-                        if lv.vector.len() != w_dims(dims) {
-                            stats.errors.push(format!(
-                                "{}: vectors have {} dimensions, the manifest says {}; run `kdd index` to re-embed",
-                                rec.node.source_file,
-                                lv.vector.len(),
-                                w_dims(dims)
-                            ));
-                            break;
-                        }
-                        w.add_item(&mut wtxn, next_item, &lv.vector)
-                            .map_err(|e| Error::Corrupt(format!("vectors: {e}")))?;
-                        store
-                            .chunks
-                            .put(&mut wtxn, &next_item, &lv.chunk)
-                            .map_err(lm)?;
-                        rec.items.push(next_item);
-                        next_item += 1;
-                        vectors_changed = true;
-                    }
-                }
-                text.delete_node(&writer, &rec.node.id);
-                text.add_node(&writer, &rec)?;
-                store.nodes.put(&mut wtxn, &rec.node.id, &rec).map_err(lm)?;
-                files
-                    .put(
-                        &mut wtxn,
-                        &stem,
-                        &StemStamp {
-                            node_id: rec.node.id.clone(),
-                            node: n,
-                            edges: e,
-                            emb: v,
-                        },
-                    )
-                    .map_err(lm)?;
-            }
-            Err(msg) => {
-                stats.errors.push(msg);
-                files.delete(&mut wtxn, &stem).map_err(lm)?;
-            }
-        }
-    }
-    // Global resolution over all (node, links).
-    let mut srcs: Vec<(Node, Vec<crate::spec::LinkRecord>)> = Vec::new();
-    let (mut lang, mut agent) = (LangTally::default(), Vec::new());
-    for kv in store.nodes.iter(&wtxn).map_err(lm)? {
-        let (_, rec) = kv.map_err(lm)?;
-        lang.add(rec.lang);
-        agent.extend(super::agent::relations(&rec));
-        stats.errors.extend(super::agent::error(&rec));
-        if rec.stale {
-            stats.stale_specs.push(rec.node.source_file.clone());
-        }
-        srcs.push((rec.node, rec.links));
-    }
-    let (mut edges, orphans) = resolve_graph(&srcs);
-    let ids = srcs.iter().map(|(n, _)| n.id.as_str()).collect();
-    super::agent::add_edges(&mut edges, &agent, &ids);
-    store.fwd.clear(&mut wtxn).map_err(lm)?;
-    store.rev.clear(&mut wtxn).map_err(lm)?;
-    let mut fwd: BTreeMap<&str, Vec<Edge>> = BTreeMap::new();
-    let mut rev: BTreeMap<&str, Vec<Edge>> = BTreeMap::new();
-    for e in &edges {
-        fwd.entry(e.from.as_str()).or_default().push(e.clone());
-        rev.entry(e.to.as_str()).or_default().push(e.clone());
-    }
-    for (k, v) in &fwd {
-        store.fwd.put(&mut wtxn, k, v).map_err(lm)?;
-    }
-    for (k, v) in &rev {
-        store.rev.put(&mut wtxn, k, v).map_err(lm)?;
-    }
-    store.lite.clear(&mut wtxn).map_err(lm)?;
-    for (n, _) in &srcs {
-        let lite = super::store::NodeLite {
-            node: n.clone(),
-            in_degree: rev.get(n.id.as_str()).map_or(0, |v| v.len() as u32),
-            out_degree: fwd.get(n.id.as_str()).map_or(0, |v| v.len() as u32),
-        };
-        store.lite.put(&mut wtxn, &n.id, &lite).map_err(lm)?;
-    }
-    store.names.clear(&mut wtxn).map_err(lm)?;
-    let mut names: BTreeMap<String, Vec<(KeyRank, String)>> = BTreeMap::new();
-    for (n, _) in &srcs {
-        for (k, r) in super::resolve::node_keys(n) {
-            names.entry(k).or_default().push((r, n.id.clone()));
-        }
-    }
-    for (k, mut v) in names {
-        v.sort();
-        v.dedup();
-        store.names.put(&mut wtxn, &k, &v).map_err(lm)?;
-    }
-    let violations: Vec<&Edge> = edges.iter().filter(|e| e.violation).collect();
-    if let (true, Some(w)) = (vectors_changed, &vwriter) {
-        use rand::SeedableRng;
-        let mut rng = rand::rngs::StdRng::seed_from_u64(0x6b6464);
-        w.builder(&mut rng)
-            .build(&mut wtxn)
-            .map_err(|e| Error::Corrupt(format!("vector index build: {e}")))?;
-    }
-    store.put_meta(&mut wtxn, "next_item", &next_item)?;
-    store.put_meta(&mut wtxn, "orphans", &orphans)?;
-    store.put_meta(&mut wtxn, "violations", &violations)?;
-    store.put_meta(&mut wtxn, "edge_count", &edges.len())?;
-    store.put_meta(&mut wtxn, "lang", &lang)?;
-    store.put_meta(&mut wtxn, "link_count", &(edges.len() + orphans.len()))?;
-    stats.nodes = srcs.len();
-    stats.edges = edges.len();
-    stats.stale_specs.sort();
+    let Step {
+        writer,
+        vec,
+        delta,
+        mut stats,
+        ..
+    } = step;
+    store.put_meta(&mut wtxn, "scan_dirs", &dirs)?;
+    lap.done("records");
+    let fig = super::links::refresh(store, &mut wtxn, &delta, full)?;
+    lap.done("links");
+    vec.finish(store, &mut wtxn)?;
+    lap.done("vectors");
+    stats.nodes = store.nodes.len(&wtxn).map_err(lm)? as usize;
+    stats.edges = fig.edges;
+    stats.stale_specs = fig.stale_specs;
+    stats.errors.extend(fig.agent_errors);
     text.commit(writer)?;
+    lap.done("text");
+    stats.steps_us = lap.1;
     stats.millis = t0.elapsed().as_millis() as u64;
     store.put_meta(&mut wtxn, "stats", &stats)?;
     wtxn.commit().map_err(lm)?;
     Ok(stats)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sections_skip_fences_and_front_matter() {
-        let (_, s) = fallback_sections(
-            "specs/x.md",
-            "---\nid: X\n---\n# Title\n\nIntro [[Pedido|el pedido]].\n\n## Flujo\n\n```yaml\n# not a heading\n```\n\n### Paso\n\ntexto\n",
-        );
-        let heads: Vec<&str> = s.iter().map(|s| s.heading.as_str()).collect();
-        assert_eq!(heads, vec!["Title", "Flujo", "Paso"]);
-        assert_eq!(s[0].text, "Intro el pedido.");
-        assert_eq!(s[2].ancestors, vec!["Flujo".to_string()]);
-        assert_eq!(s[0].line, 4);
-    }
 }

@@ -13,7 +13,8 @@
 //! - [`deep`] reads everything (every LMDB table, the vector index, tantivy's own checksums):
 //!   used by `kdd doctor`, too slow for every open.
 //!
-//! Nothing here maps a file or opens an environment; reads are bounded (two pages at most).
+//! Nothing here maps a file or opens an environment; reads are bounded (two meta pages and one
+//! root page per table).
 
 use super::Error;
 use serde::{Deserialize, Serialize};
@@ -33,6 +34,13 @@ const OFF_PSIZE: usize = 40;
 const OFF_LAST_PG: usize = 136;
 const OFF_TXNID: usize = 144;
 const META_LEN: usize = OFF_TXNID + 8;
+/// `md_root` of the main database (`mm_dbs[1]`, 48 bytes after `mm_dbs[0]` at 40).
+const OFF_MAIN_ROOT: usize = 128;
+/// Page flags (`P_BRANCH`, `P_LEAF`) and node flags (`F_BIGDATA`, `F_SUBDATA`).
+const P_BRANCH: u16 = 0x01;
+const P_LEAF: u16 = 0x02;
+const F_BIGDATA: u16 = 0x01;
+const F_SUBDATA: u16 = 0x02;
 
 /// Name of the marker written last into a complete generation.
 pub const MARKER: &str = "complete";
@@ -130,7 +138,85 @@ pub fn lmdb_meta(dir: &Path) -> Result<LmdbMeta, String> {
             path.display()
         ));
     }
-    Ok(if m1.txnid > m0.txnid { m1 } else { m0 })
+    let (newest, bytes) = if m1.txnid > m0.txnid {
+        (m1, b1)
+    } else {
+        (m0, b0)
+    };
+    check_roots(&mut f, &newest, u64_at(&bytes, OFF_MAIN_ROOT))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(newest)
+}
+
+fn u16_at(b: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes(b[off..off + 2].try_into().expect("2 bytes"))
+}
+
+/// Check one B-tree page with plain reads: its number, kind, bounds and every node inside the
+/// page (garbage there sends LMDB's reads past the page, and past the file: SIGBUS). Returns
+/// the roots of the tables a leaf of the main database names.
+fn check_page(f: &mut std::fs::File, m: &LmdbMeta, pgno: u64) -> Result<Vec<u64>, String> {
+    let bad = |why: &str| Err(format!("B-tree page {pgno} is damaged ({why})"));
+    if pgno > m.last_page {
+        return bad("beyond the last page");
+    }
+    let ps = m.page_size as usize;
+    let mut b = vec![0u8; ps];
+    read_exact_at(f, pgno * m.page_size, &mut b).map_err(|e| format!("page {pgno}: {e}"))?;
+    let (flags, lower, upper) = (
+        u16_at(&b, 10),
+        u16_at(&b, 12) as usize,
+        u16_at(&b, 14) as usize,
+    );
+    let kind = flags & (P_BRANCH | P_LEAF);
+    if u64_at(&b, 0) != pgno || (kind != P_BRANCH && kind != P_LEAF) {
+        return bad("header");
+    }
+    if lower < 16 || lower > upper || upper > ps || (lower - 16) % 2 != 0 {
+        return bad("bounds");
+    }
+    let mut roots = Vec::new();
+    for i in 0..(lower - 16) / 2 {
+        let at = u16_at(&b, 16 + 2 * i) as usize;
+        if at < upper || at + 8 > ps {
+            return bad("node offset");
+        }
+        let lo = u16_at(&b, at) as u64 | (u16_at(&b, at + 2) as u64) << 16;
+        let (nflags, ksize) = (u16_at(&b, at + 4), u16_at(&b, at + 6) as usize);
+        let end = at + 8 + ksize;
+        if kind == P_BRANCH {
+            if end > ps || (lo | (nflags as u64) << 32) > m.last_page {
+                return bad("branch node");
+            }
+            continue;
+        }
+        let dsize = if nflags & F_BIGDATA != 0 {
+            8
+        } else {
+            lo as usize
+        };
+        if end + dsize > ps {
+            return bad("leaf node");
+        }
+        if nflags & F_SUBDATA != 0 && dsize == 48 {
+            roots.push(u64_at(&b, end + 40));
+        }
+    }
+    Ok(roots)
+}
+
+/// The main database's root page and the root page of every table it names, checked with plain
+/// reads before LMDB maps the file.
+fn check_roots(f: &mut std::fs::File, m: &LmdbMeta, main: u64) -> Result<(), String> {
+    if main == u64::MAX {
+        return Ok(());
+    }
+    for root in check_page(f, m, main)? {
+        if root != u64::MAX {
+            check_page(f, m, root)?;
+        }
+    }
+    Ok(())
 }
 
 fn text_files(dir: &Path) -> Result<(BTreeMap<String, u64>, String), String> {
@@ -292,6 +378,8 @@ pub fn deep(store: &super::store::Store, text: &super::text::TextIndex) -> Resul
     scan(&rtxn, "fwd", store.fwd)?;
     scan(&rtxn, "rev", store.rev)?;
     scan(&rtxn, "names", store.names)?;
+    scan(&rtxn, "keys", store.keys)?;
+    scan(&rtxn, "lkeys", store.lkeys)?;
     let files = store
         .files
         .remap_data_type::<heed::types::SerdeJson<super::build::StemStamp>>();
@@ -327,7 +415,40 @@ mod tests {
         b[OFF_PSIZE..OFF_PSIZE + 4].copy_from_slice(&psize.to_le_bytes());
         b[OFF_LAST_PG..OFF_LAST_PG + 8].copy_from_slice(&last.to_le_bytes());
         b[OFF_TXNID..OFF_TXNID + 8].copy_from_slice(&txn.to_le_bytes());
+        b[OFF_MAIN_ROOT..OFF_MAIN_ROOT + 8].copy_from_slice(&u64::MAX.to_le_bytes());
         b
+    }
+
+    #[test]
+    fn a_garbage_root_page_is_caught_before_mapping() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("data.mdb");
+        let mut bytes = meta_page(4096, 3, 4);
+        bytes.extend(meta_page(4096, 3, 5));
+        bytes[4096 + OFF_MAIN_ROOT..4096 + OFF_MAIN_ROOT + 8].copy_from_slice(&2u64.to_le_bytes());
+        // Page 2: a leaf whose one node claims a key running past the page.
+        let mut page = vec![0u8; 4096];
+        page[..8].copy_from_slice(&2u64.to_le_bytes());
+        page[10..12].copy_from_slice(&P_LEAF.to_le_bytes());
+        page[12..14].copy_from_slice(&18u16.to_le_bytes());
+        page[14..16].copy_from_slice(&4000u16.to_le_bytes());
+        page[16..18].copy_from_slice(&4000u16.to_le_bytes());
+        page[4006..4008].copy_from_slice(&500u16.to_le_bytes());
+        bytes.extend(&page);
+        bytes.resize(4 * 4096, 0);
+        std::fs::write(&p, &bytes).unwrap();
+        let e = lmdb_meta(d.path()).unwrap_err();
+        assert!(e.contains("page 2 is damaged (leaf node)"), "{e}");
+        // The same leaf with a key that fits is fine.
+        bytes[2 * 4096 + 4006..2 * 4096 + 4008].copy_from_slice(&5u16.to_le_bytes());
+        std::fs::write(&p, &bytes).unwrap();
+        lmdb_meta(d.path()).unwrap();
+        // A root beyond the last page.
+        bytes[4096 + OFF_MAIN_ROOT..4096 + OFF_MAIN_ROOT + 8].copy_from_slice(&9u64.to_le_bytes());
+        std::fs::write(&p, &bytes).unwrap();
+        assert!(lmdb_meta(d.path())
+            .unwrap_err()
+            .contains("beyond the last page"));
     }
 
     #[test]

@@ -27,6 +27,8 @@ mod bm25;
 pub mod build;
 pub mod check;
 mod gen;
+mod links;
+mod parse;
 pub mod resolve;
 mod scan;
 pub mod store;
@@ -49,7 +51,7 @@ use store::{lm, Store};
 use text::TextIndex;
 
 /// Version of the cache layout and of what it derives. Bump to force a rebuild everywhere.
-pub const CACHE_VERSION: u32 = 4;
+pub const CACHE_VERSION: u32 = 5;
 
 /// Cache errors.
 #[derive(Debug, thiserror::Error)]
@@ -353,8 +355,14 @@ impl Cache {
         &self.repo_root
     }
 
-    /// A consistent read view.
+    /// A consistent read view. The store's meta and root pages are checked with plain reads
+    /// first (tens of microseconds): a store damaged under a long-lived reader (a server) is
+    /// condemned instead of being read through the map, where garbage can kill the process.
     pub fn snapshot(&self) -> Result<Snapshot<'_>, Error> {
+        if let Err(why) = check::lmdb_meta(&self.gen.join("lmdb")) {
+            self.condemn(&why);
+            return Err(Error::Corrupt(why));
+        }
         let txn = self.store.rtxn().inspect_err(|e| {
             if let Error::Corrupt(why) = e {
                 self.condemn(why);

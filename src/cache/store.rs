@@ -2,6 +2,10 @@
 //! in both directions, the name table, per-artifact file stamps (for incremental updates),
 //! chunk references for vectors, and a meta table (version stamp, freshness fingerprint, graph
 //! summaries; agent edges and enrichment notes, see `agent.rs`). One write transaction per update: readers always see a committed snapshot.
+//!
+//! Two tables serve only the incremental update (`links.rs`): `keys` (every resolver lookup key
+//! → the ids of the nodes found under it) and `lkeys` (every probe key of a written link or an
+//! agent relation target → the ids of the nodes holding it), both kept exact by every update.
 
 use super::Error;
 use crate::spec::{IndexedFields, LinkRecord, Node};
@@ -112,6 +116,10 @@ pub struct Store {
     pub names: Database<'static, Str, Json<Vec<(super::resolve::KeyRank, String)>>>,
     pub files: Database<'static, Str, Json<FileStamp>>,
     pub chunks: Database<'static, U32<BE>, Json<ChunkRef>>,
+    /// Resolver lookup key → ids of the nodes found under it (sorted).
+    pub keys: Database<'static, Str, Json<Vec<String>>>,
+    /// Link probe key (or `@` + agent relation target) → ids of the nodes holding it (sorted).
+    pub lkeys: Database<'static, Str, Json<Vec<String>>>,
     pub vectors: arroy::Database<'static, arroy::distances::Cosine>,
 }
 
@@ -140,13 +148,15 @@ impl Store {
                 let files = o.create_database(w, Some("files"))?;
                 let chunks = o.create_database(w, Some("chunks"))?;
                 let vectors = o.create_database(w, Some("vectors"))?;
+                let keys = o.create_database(w, Some("keys"))?;
+                let lkeys = o.create_database(w, Some("lkeys"))?;
                 Ok(heed::CommitOrAbort::<_, ()>::Commit((
-                    meta, nodes, lite, fwd, rev, names, files, chunks, vectors,
+                    meta, nodes, lite, fwd, rev, names, files, chunks, vectors, keys, lkeys,
                 )))
             })
             .map_err(|e| Error::lmdb(dir, e))?
             .unwrap_commit();
-        let (meta, nodes, lite, fwd, rev, names, files, chunks, vectors) = dbs;
+        let (meta, nodes, lite, fwd, rev, names, files, chunks, vectors, keys, lkeys) = dbs;
         Ok(Store {
             env,
             meta,
@@ -157,6 +167,8 @@ impl Store {
             names,
             files,
             chunks,
+            keys,
+            lkeys,
             vectors,
         })
     }

@@ -270,6 +270,11 @@ impl TextIndex {
         })
     }
 
+    /// Number of searchable segments (tests and diagnostics).
+    pub fn segment_count(&self) -> usize {
+        self.index.searchable_segment_metas().map_or(0, |m| m.len())
+    }
+
     /// See the latest commit.
     pub fn reload(&self) -> Result<(), Error> {
         self.reader
@@ -287,14 +292,27 @@ impl TextIndex {
         Ok(w)
     }
 
-    /// Commit, then merge deleted documents away: BM25 statistics count deleted documents until
-    /// their segment is merged (an updated index would score unlike a fresh build).
+    /// Commit, then merge for speed only (BM25 counts live documents, `bm25.rs`): all segments
+    /// but the largest past 8 of them; everything once a tenth of the documents are deleted.
     pub fn commit(&self, mut w: IndexWriter<TantivyDocument>) -> Result<(), Error> {
         let err = |e: tantivy::TantivyError| Error::Corrupt(format!("text index commit: {e}"));
         w.commit().map_err(err)?;
         let metas = self.index.searchable_segment_metas().map_err(err)?;
-        if metas.iter().any(|m| m.has_deletes()) {
-            let ids: Vec<_> = metas.iter().map(|m| m.id()).collect();
+        let total: u64 = metas.iter().map(|m| u64::from(m.max_doc())).sum();
+        let deleted: u64 = metas.iter().map(|m| u64::from(m.num_deleted_docs())).sum();
+        let largest = metas.iter().max_by_key(|m| m.max_doc()).map(|m| m.id());
+        let ids: Vec<_> = if deleted * 10 > total {
+            metas.iter().map(|m| m.id()).collect()
+        } else if metas.len() > 8 {
+            metas
+                .iter()
+                .map(|m| m.id())
+                .filter(|id| Some(*id) != largest)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if !ids.is_empty() {
             w.merge(&ids).wait().map_err(err)?;
         }
         w.wait_merging_threads().map_err(err)
@@ -418,31 +436,9 @@ impl TextIndex {
         })
     }
 
-    fn search_inner(
-        &self,
-        text: &str,
-        filter: &TextFilter,
-        limit: usize,
-    ) -> Result<Vec<LexHit>, Error> {
+    /// `query` restricted to the filter's kinds, layers and domain.
+    fn filtered(&self, mut query: Box<dyn Query>, filter: &TextFilter) -> Box<dyn Query> {
         let f = &self.fields;
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        let ident_text = expand_identifier(text);
-        for (field, w, src) in [
-            (f.ident, W_IDENT, ident_text.as_str()),
-            (f.head_es, W_HEAD, text),
-            (f.head_en, W_HEAD, text),
-            (f.body_es, 1.0, text),
-            (f.body_en, 1.0, text),
-        ] {
-            for t in self.terms(field, src) {
-                let q: Box<dyn Query> = Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs));
-                clauses.push((Occur::Should, Box::new(BoostQuery::new(q, w))));
-            }
-        }
-        if clauses.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut query: Box<dyn Query> = Box::new(BooleanQuery::new(clauses));
         let mut must: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for (field, values) in [(f.kind, &filter.kinds), (f.layer, &filter.layers)] {
             if !values.is_empty() {
@@ -472,6 +468,34 @@ impl TextIndex {
             must.push((Occur::Must, query));
             query = Box::new(BooleanQuery::new(must));
         }
+        query
+    }
+
+    fn search_inner(
+        &self,
+        text: &str,
+        filter: &TextFilter,
+        limit: usize,
+    ) -> Result<Vec<LexHit>, Error> {
+        let f = &self.fields;
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let ident_text = expand_identifier(text);
+        for (field, w, src) in [
+            (f.ident, W_IDENT, ident_text.as_str()),
+            (f.head_es, W_HEAD, text),
+            (f.head_en, W_HEAD, text),
+            (f.body_es, 1.0, text),
+            (f.body_en, 1.0, text),
+        ] {
+            for t in self.terms(field, src) {
+                let q: Box<dyn Query> = Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs));
+                clauses.push((Occur::Should, Box::new(BoostQuery::new(q, w))));
+            }
+        }
+        if clauses.is_empty() {
+            return Ok(Vec::new());
+        }
+        let query = self.filtered(Box::new(BooleanQuery::new(clauses)), filter);
         let searcher = self.reader.searcher();
         let stats = super::bm25::LiveStats {
             searcher: &searcher,

@@ -12,7 +12,7 @@
 
 mod resolve;
 
-pub use resolve::{short_form, Resolver};
+pub use resolve::{lookup_keys, probe_keys, short_form, Resolver};
 
 use crate::artifact::{read_links, ArtifactPaths, IndexStore};
 use crate::extract::links as lt;

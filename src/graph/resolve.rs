@@ -9,6 +9,11 @@
 //! linking node's domain → `core` → `_shared` → undomained; nodes of other domains are only
 //! reachable unqualified from undomained specs. Remaining ties prefer the kind whose id prefix
 //! the link carries, then the smallest id. Building is O(n); a lookup is a few hash probes.
+//!
+//! Locality: a link probes only its [`probe_keys`] and a node is found only under its
+//! [`lookup_keys`] (both derived from the one table of keys the resolver indexes), so a resolver
+//! built over just the nodes holding a link's probe keys resolves it exactly like the global one
+//! — what the cache's incremental update relies on.
 
 use crate::extract::links::target_prefix;
 use crate::parse::fold;
@@ -88,6 +93,66 @@ fn stem_of(path: &str) -> &str {
     file.rsplit_once('.').map_or(file, |(s, _)| s)
 }
 
+/// Every (level, key) a node is indexed under (non-empty keys; a key may repeat across levels).
+/// [`Resolver::new`] indexes exactly these, so [`lookup_keys`] and [`probe_keys`] stay exact.
+fn level_keys(n: &Node) -> Vec<(usize, String)> {
+    let mut out: Vec<(usize, String)> = Vec::with_capacity(12);
+    let local = n.local_id();
+    let stem = stem_of(&n.source_file);
+    out.push((0, key(&n.id)));
+    // `UC:UC-001` written without the domain qualifier.
+    if n.domain.is_some() {
+        if let Some((_, unq)) = n.id.split_once(':') {
+            out.push((0, key(unq)));
+        }
+    }
+    out.push((1, key(local)));
+    out.push((2, key(stem)));
+    out.push((3, key(local)));
+    for s in [short_form(local), short_form(stem)].into_iter().flatten() {
+        out.push((3, key(&s)));
+    }
+    for a in &n.aliases {
+        out.push((4, key(a)));
+    }
+    out.push((5, key(&n.title)));
+    if let Some(t) = title_tail(&n.title) {
+        out.push((5, key(t)));
+    }
+    out.retain(|(_, k)| !k.is_empty());
+    out
+}
+
+/// Every key under which [`Resolver::resolve`] can find `n` (any level, plus its path key),
+/// sorted and deduplicated. A link's resolution can only change when a node whose lookup keys
+/// meet the link's [`probe_keys`] is added, removed or changed: the cache's reverse index of
+/// link keys rests on this.
+pub fn lookup_keys(n: &Node) -> Vec<String> {
+    let mut out: Vec<String> = level_keys(n).into_iter().map(|(_, k)| k).collect();
+    out.push(path_key(&n.source_file));
+    out.retain(|k| !k.is_empty());
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Every key [`Resolver::resolve`] probes for link text `text` (whatever the domains), sorted
+/// and deduplicated: its folded form, its `PREFIX-NNN` short form and, for path-like text, its
+/// path key.
+pub fn probe_keys(text: &str) -> Vec<String> {
+    let mut out = vec![key(text)];
+    if text.contains('/') {
+        out.push(path_key(text));
+    }
+    if let Some(s) = short_form(text.trim()) {
+        out.push(key(&s));
+    }
+    out.retain(|k| !k.is_empty());
+    out.sort();
+    out.dedup();
+    out
+}
+
 impl Resolver {
     /// Index `nodes` (their order defines the indices returned).
     pub fn new(nodes: &[Node]) -> Resolver {
@@ -97,36 +162,11 @@ impl Resolver {
         let mut by_path = HashMap::with_capacity(nodes.len());
         for (i, n) in nodes.iter().enumerate() {
             let i = i as u32;
-            let mut add = |level: usize, k: String| {
-                if k.is_empty() {
-                    return;
-                }
+            for (level, k) in level_keys(n) {
                 let v = maps[level].entry(k).or_default();
                 if v.last() != Some(&i) {
                     v.push(i);
                 }
-            };
-            let local = n.local_id();
-            let stem = stem_of(&n.source_file);
-            add(0, key(&n.id));
-            // `UC:UC-001` written without the domain qualifier.
-            if n.domain.is_some() {
-                if let Some((_, unq)) = n.id.split_once(':') {
-                    add(0, key(unq));
-                }
-            }
-            add(1, key(local));
-            add(2, key(stem));
-            add(3, key(local));
-            for s in [short_form(local), short_form(stem)].into_iter().flatten() {
-                add(3, key(&s));
-            }
-            for a in &n.aliases {
-                add(4, key(a));
-            }
-            add(5, key(&n.title));
-            if let Some(t) = title_tail(&n.title) {
-                add(5, key(t));
             }
             entries.push(Entry {
                 domain: n.domain.clone(),
@@ -306,9 +346,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn levels_and_domains() {
-        let nodes = vec![
+    fn sample() -> Vec<Node> {
+        vec![
             node(
                 "UC:UC-001",
                 Kind::UseCase,
@@ -351,7 +390,12 @@ mod tests {
                 "Factura",
                 Some("billing"),
             ),
-        ];
+        ]
+    }
+
+    #[test]
+    fn levels_and_domains() {
+        let nodes = sample();
         let r = Resolver::new(&nodes);
         let id = |i: Option<usize>| i.map(|i| nodes[i].id.as_str());
         assert_eq!(
@@ -391,6 +435,12 @@ mod tests {
             Some("billing:Entity:Factura")
         );
         assert_eq!(id(r.resolve("Nope", None, None)), None);
+    }
+
+    #[test]
+    fn hints_and_short_forms() {
+        let nodes = sample();
+        let r = Resolver::new(&nodes);
         let h = |s: &str| {
             r.resolve_hint(s)
                 .into_iter()
@@ -407,5 +457,53 @@ mod tests {
             Some("BR-SESION-001")
         );
         assert_eq!(short_form("Pedido"), None);
+    }
+
+    /// The locality the cache's incremental update rests on: a resolver over just the nodes
+    /// whose lookup keys meet a link's probe keys answers like the global one.
+    #[test]
+    fn a_resolver_over_the_probed_nodes_answers_like_the_global_one() {
+        let nodes = sample();
+        let full = Resolver::new(&nodes);
+        let texts = [
+            "UC-001-IndexDocument",
+            "uc-001",
+            "UC-001-Renamed",
+            "UC:UC-001",
+            "IndexDocument",
+            "BR-001",
+            "pédido",
+            "Usuario",
+            "Factura",
+            "Orden",
+            "Nope",
+            "BR-001-MinOrder",
+            "specs/01-domain/entities/Pedido",
+            "01-domain/entities/Pedido.md",
+            "core:Entity:Usuario",
+        ];
+        let domains = [
+            None,
+            Some("auth"),
+            Some("core"),
+            Some("billing"),
+            Some("sessions"),
+        ];
+        for text in texts {
+            let probes = probe_keys(text);
+            let near: Vec<Node> = nodes
+                .iter()
+                .filter(|n| lookup_keys(n).iter().any(|k| probes.contains(k)))
+                .cloned()
+                .collect();
+            let part = Resolver::new(&near);
+            for explicit in domains {
+                for from in domains {
+                    let a = full.resolve(text, explicit, from).map(|i| &nodes[i].id);
+                    let b = part.resolve(text, explicit, from).map(|i| &near[i].id);
+                    assert_eq!(a, b, "{text} {explicit:?} {from:?}");
+                }
+            }
+        }
     }
 }

@@ -6,6 +6,7 @@
 
 mod bare_cli;
 mod cache;
+mod cache_graph;
 mod cli_errors;
 mod core;
 mod demo;
