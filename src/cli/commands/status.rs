@@ -94,7 +94,7 @@ pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
         for n in &graph.nodes {
             match read(&n.source_file) {
                 Ok(b) => {
-                    if blake3::hash(&b).to_hex().as_str() != n.source_hash {
+                    if !crate::spec::same_content(&crate::spec::content_hash(&b), &n.source_hash) {
                         stale.push(Stale {
                             id: n.id.clone(),
                             source_file: n.source_file.clone(),
