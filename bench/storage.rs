@@ -1,8 +1,8 @@
 //! `cargo bench --bench bench -- storage [N…]`: the size of `.kdd-index/` against the spec
 //! bytes (REQ-002: ≤ 10% at L1, issue 15: ≤ 25% at L2), per artifact kind.
 //!
-//! - The real corpus (`../shared/corpus/kdd-engine/specs` beside the repository, or
-//!   `KDD_BENCH_CORPUS`), indexed at L2 with the installed model; skipped, with the reason, when
+//! - The real corpus (`../shared/corpus/kdd-engine/specs` beside the crate, `../../shared` for a
+//!   git worktree, or `KDD_BENCH_CORPUS`), indexed at L2 with the installed model; skipped, with the reason, when
 //!   the corpus or the model is absent.
 //! - Synthetic corpora from `bench/synth.rs` (default 1k and 10k specs), indexed at L2 with the
 //!   hashed TEST embedder (only sizes matter here). Its vectors have 64 dimensions, so the L2
@@ -99,11 +99,17 @@ fn git_init(root: &Path) {
 }
 
 fn real_corpus() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let corpus = std::env::var_os("KDD_BENCH_CORPUS")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/kdd-engine/specs")
-        });
+        .or_else(|| {
+            // `../shared` beside the crate, or one level further up for a git worktree.
+            ["../shared", "../../shared"]
+                .iter()
+                .map(|s| root.join(s).join("corpus/kdd-engine/specs"))
+                .find(|p| p.is_dir())
+        })
+        .unwrap_or_else(|| root.join("../shared/corpus/kdd-engine/specs"));
     if !corpus.is_dir() {
         say(&format!(
             "real corpus: skipped ({} is absent)",
