@@ -171,11 +171,11 @@ fn model() {
         let dt = t.elapsed().as_secs_f64();
         let q1: Vec<_> = v1
             .iter()
-            .map(|v| kdd::embed::store::Record::quantize([0; 16], v).q)
+            .map(|v| kdd::embed::store::Record::quantize([0; 8], v).q)
             .collect();
         let q2: Vec<_> = one_by_one[..20]
             .iter()
-            .map(|v| kdd::embed::store::Record::quantize([0; 16], v).q)
+            .map(|v| kdd::embed::store::Record::quantize([0; 8], v).q)
             .collect();
         say(&format!(
             "1 intra-op thread: 20 in {dt:.2}s → {:.1} chunks/s; int8 bytes equal to 2-thread run: {}",

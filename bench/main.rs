@@ -8,6 +8,7 @@ mod memory;
 mod query;
 mod serve;
 mod service;
+mod storage;
 mod synth;
 
 fn main() {
@@ -24,9 +25,10 @@ fn main() {
         Some("query") => query::run(&args[1..]),
         Some("serve") => serve::run(&args[1..]),
         Some("service") => service::run(&args[1..]),
+        Some("storage") => storage::run(&args[1..]),
         Some("synth") => synth::run(&args[1..]),
         other => kdd::cli::output::error(&format!(
-            "unknown benchmark {other:?}; try: cache-update, embed, hook, index, memory, query, serve, service, synth"
+            "unknown benchmark {other:?}; try: cache-update, embed, hook, index, memory, query, serve, service, storage, synth"
         )),
     }
 }

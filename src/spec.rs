@@ -5,8 +5,9 @@
 //! → [`crate::embed::Chunk`]s → artifacts in `.kdd-index/` → the query cache.
 //!
 //! Invariants:
-//! - A [`Node`] is derived from exactly one spec file; its `source_hash` is the blake3 of that
-//!   file's bytes, so anyone holding the spec can check whether the node is fresh.
+//! - A [`Node`] is derived from exactly one spec file; its `source_hash` is [`content_hash`] of
+//!   that file's bytes (128-bit truncated blake3), so anyone holding the spec can check whether
+//!   the node is fresh ([`same_content`] also accepts the full 256-bit hash of format v1).
 //! - [`LinkRecord`]s keep the link *as written* (target text + optional domain); resolution to
 //!   node ids is global and happens in [`crate::graph`], never at extraction time, so one spec's
 //!   artifacts never depend on another spec's content (incremental + merge friendly).
@@ -451,6 +452,25 @@ impl fmt::Display for Diagnostic {
 /// `\u202e`; the `\uXXXX` form keeps JSON text valid with the same meaning); `keep` lists
 /// layout characters a multi-line text may keep (`"\n\t"` for stdout data, `""` for a line).
 /// Text without such characters is returned as is.
+/// Hex digits of a content hash: blake3 truncated to 128 bits. It only detects a change of one
+/// path's bytes (never an adversarial proof of identity): an accidental collision is 2^-128.
+pub const HASH_HEX_LEN: usize = 32;
+
+/// The content hash of a spec's bytes (`source_hash`, an enrichment's `spec_hash`).
+pub fn content_hash(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex()[..HASH_HEX_LEN].to_string()
+}
+
+/// The comparable part of a stored hash: format v1 stored all 64 hex digits, v2 the first 32.
+pub fn hash_key(hash: &str) -> &str {
+    hash.get(..HASH_HEX_LEN).unwrap_or(hash)
+}
+
+/// Whether two stored or computed content hashes name the same bytes (v1 and v2 alike).
+pub fn same_content(a: &str, b: &str) -> bool {
+    hash_key(a) == hash_key(b)
+}
+
 pub fn escape_control_keep<'a>(s: &'a str, keep: &str) -> std::borrow::Cow<'a, str> {
     fn hostile(c: char) -> bool {
         c.is_control()

@@ -86,7 +86,7 @@ impl Enrichment {
     pub fn current(&self, source_hash: &str) -> Option<&Entry> {
         self.entries
             .iter()
-            .filter(|e| e.spec_hash == source_hash)
+            .filter(|e| crate::spec::same_content(&e.spec_hash, source_hash))
             .min_by(|a, b| a.agent.cmp(&b.agent))
     }
 }

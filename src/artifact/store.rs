@@ -10,7 +10,6 @@
 
 use super::{ArtifactPaths, Error, Manifest, FORMAT_VERSION};
 use crate::spec::{LinkRecord, Node};
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -35,23 +34,13 @@ pub fn read_artifact(path: &Path) -> std::io::Result<Vec<u8>> {
     })
 }
 
-/// Canonical bytes of a node file: pretty JSON (2 spaces), fixed key order, trailing `\n`.
+/// Canonical bytes of a node file (format v2): one compact JSON line in the struct's key order,
+/// empty optional fields left out, trailing `\n`. (Format v1 pretty-printed the same object;
+/// [`read_node`] reads both.)
 pub fn render_node(node: &Node) -> Vec<u8> {
-    let mut v = serde_json::to_vec_pretty(node).expect("node serialises");
+    let mut v = serde_json::to_vec(node).expect("node serialises");
     v.push(b'\n');
     v
-}
-
-/// Canonical bytes of an edges file: one compact JSON object per line, sorted, deduplicated.
-/// An empty link list renders as an empty file.
-pub fn render_links(links: &[LinkRecord]) -> Vec<u8> {
-    let set: BTreeSet<&LinkRecord> = links.iter().collect();
-    let mut out = Vec::new();
-    for l in set {
-        serde_json::to_writer(&mut out, l).expect("link serialises");
-        out.push(b'\n');
-    }
-    out
 }
 
 /// Canonical bytes of the manifest.
@@ -77,29 +66,26 @@ pub fn read_links(path: &Path) -> Result<Vec<LinkRecord>, Error> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io(path)(e)),
     };
-    let text = std::str::from_utf8(&bytes).map_err(|e| Error::Corrupt {
+    let corrupt = |message: String| Error::Corrupt {
         path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            serde_json::from_str(l).map_err(|e| Error::Corrupt {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            })
-        })
-        .collect()
+        message,
+    };
+    let text = std::str::from_utf8(&bytes).map_err(|e| corrupt(e.to_string()))?;
+    let set = super::links::parse_links_text(text).map_err(corrupt)?;
+    let mut out: Vec<LinkRecord> = set.into_iter().map(|(l, _)| l).collect();
+    out.dedup();
+    Ok(out)
 }
 
-/// Parse the manifest, checking its format version.
+/// Parse the manifest, checking its format version (v1 and v2 are read, see
+/// [`super::READ_VERSIONS`]).
 pub fn read_manifest(path: &Path) -> Result<Manifest, Error> {
     let bytes = read_artifact(path).map_err(io(path))?;
     let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
-    if m.format_version != FORMAT_VERSION {
+    if !super::READ_VERSIONS.contains(&m.format_version) {
         return Err(Error::Version {
             path: path.to_path_buf(),
             found: m.format_version,
@@ -348,22 +334,31 @@ mod tests {
     }
 
     #[test]
-    fn links_sorted_and_deduped() {
-        let a = LinkRecord {
-            edge_type: "WIKI_LINK".into(),
-            to: "B".into(),
-            domain: None,
-        };
-        let b = LinkRecord {
-            edge_type: "EMITS".into(),
-            to: "EVT-X".into(),
-            domain: None,
-        };
-        let bytes = render_links(&[a.clone(), b.clone(), a.clone()]);
-        let text = String::from_utf8(bytes).unwrap();
+    fn v1_pretty_nodes_and_link_lines_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = node();
+        let p = dir.path().join("n.json");
+        let mut v1 = serde_json::to_vec_pretty(&n).unwrap();
+        v1.push(b'\n');
+        std::fs::write(&p, &v1).unwrap();
+        assert_eq!(read_node(&p).unwrap(), n);
+        assert_eq!(render_node(&n).iter().filter(|&&b| b == b'\n').count(), 1);
+        let e = dir.path().join("e.jsonl");
+        std::fs::write(
+            &e,
+            "{\"type\":\"W\",\"to\":\"B\"}\n{\"type\":\"W\",\"to\":[\"A\",\"B\"]}\n",
+        )
+        .unwrap();
+        let links = read_links(&e).unwrap();
         assert_eq!(
-            text,
-            "{\"type\":\"EMITS\",\"to\":\"EVT-X\"}\n{\"type\":\"WIKI_LINK\",\"to\":\"B\"}\n"
+            links.iter().map(|l| l.to.as_str()).collect::<Vec<_>>(),
+            ["A", "B"]
+        );
+        std::fs::write(&e, "{\"type\":\"W\",\"to\":{}}\n").unwrap();
+        let msg = read_links(&e).unwrap_err().to_string();
+        assert!(
+            msg.contains("e.jsonl") && msg.contains("kdd index"),
+            "{msg}"
         );
     }
 }

@@ -66,7 +66,8 @@ fn load_record(
     let bytes = crate::roots::read_source(repo_root, &node.source_file, roots);
     let (fields, sections, stale, extracted) = match bytes {
         Ok(bytes) => {
-            let stale = blake3::hash(&bytes).to_hex().as_str() != node.source_hash;
+            let stale =
+                !crate::spec::same_content(&crate::spec::content_hash(&bytes), &node.source_hash);
             let (f, s, x) = parse_spec_full(&node.source_file, &bytes, &roots.specs);
             (f, s, stale, x)
         }

@@ -161,6 +161,30 @@ pub struct LoadedVector {
     pub vector: Vec<f32>,
 }
 
+/// The model id of a decoded vector file: a v1 file names it; a v2 file carries only a
+/// fingerprint, checked against the model of the index's manifest (`<index>/manifest.json`, the
+/// parent of the `embeddings/` folder holding `path`).
+fn vector_model(path: &Path, vf: &crate::embed::VectorFile) -> Result<String, String> {
+    if !vf.model.is_empty() {
+        return Ok(vf.model.clone());
+    }
+    let model = path
+        .ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == "embeddings"))
+        .and_then(Path::parent)
+        .and_then(|i| crate::artifact::read_manifest(&i.join("manifest.json")).ok())
+        .and_then(|m| m.embedding)
+        .map(|e| e.model)
+        .unwrap_or_default();
+    if !vf.belongs_to(&model) {
+        return Err(format!(
+            "{}: vectors were not made with the index's model `{model}`; run `kdd index` to re-embed",
+            path.display()
+        ));
+    }
+    Ok(model)
+}
+
 /// Decode a spec's vector file and attach each record's chunk text (matched by chunk key).
 pub fn load_vectors(
     path: &Path,
@@ -173,8 +197,9 @@ pub fn load_vectors(
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
     let vf = crate::embed::decode(&path.to_string_lossy(), &bytes).map_err(|e| e.to_string())?;
+    let model = vector_model(path, &vf)?;
     let chunks = extracted
-        .map(|x| crate::embed::chunk_spec(x, &vf.model))
+        .map(|x| crate::embed::chunk_spec(x, &model))
         .unwrap_or_default();
     Ok(vf
         .records

@@ -35,7 +35,7 @@ pub const MAX_CHUNKS: usize = 256;
 /// One embeddable piece of a spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chunk {
-    /// Content address: first 16 bytes of blake3(model id ‖ 0x00 ‖ context_text).
+    /// Content address: first 8 bytes of blake3(model id ‖ 0x00 ‖ context_text).
     pub key: ChunkKey,
     /// Heading of the section the chunk comes from (empty for a preamble).
     pub section: String,

@@ -4,7 +4,7 @@
 //! Extracted ─ chunk ─▶ Chunk{key = blake3(model id ‖ context_text), context_text}
 //!           ─ plan  ─▶ reuse vectors whose key already exists (this spec's file or anywhere)
 //!           ─ Embedder (fixed deterministic batches) ─▶ new vectors
-//!           ─ store ─▶ embeddings/<kind>/[<domain>/]<id>.bin (header + key + int8 vector + scale)
+//!           ─ store ─▶ embeddings/<kind>/[<domain>/]<id>.bin (v2: header + 8-byte key + binary codes)
 //! ```
 //!
 //! - [`Embedder`] is the one seam between chunking and a model; [`QueryEmbedder`] is the

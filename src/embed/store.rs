@@ -1,46 +1,125 @@
 //! The committed vector file `embeddings/<kind>/[<domain>/]<id>.bin`: one per spec.
 //!
-//! Layout (all integers little-endian), format version [`VERSION`]:
+//! Format version 2 (written; [`VERSION`]), all integers little-endian:
 //!
 //! ```text
 //! offset  size  field
 //! 0       4     magic "KDDV"
-//! 4       2     format version (1)
-//! 6       1     quantisation: 1 = int8 with one f32 scale per vector ("int8-scaled")
+//! 4       2     format version (2)
+//! 6       1     quantisation (see `Quant`): 1 int8 + f32 scale, 2 int4 + f32 scale, 3 binary
 //! 7       1     reserved (0)
-//! 8       4     dims
-//! 12      4     count
-//! 16      2     model id length n
-//! 18      n     model id (UTF-8)
-//! then `count` records, in the spec's chunk order:
-//!         16    chunk key (first 16 bytes of blake3(model id ‖ 0x00 ‖ context_text))
-//!         4     scale (f32): value_i = q_i × scale
-//!         dims  q (i8 × dims)
+//! 8       2     dims
+//! 10      4     model fingerprint: first 4 bytes of blake3(model id)
+//! then records to the end of the file (count = body length / record length), chunk order:
+//!         8     chunk key (first 8 bytes of blake3(model id ‖ 0x00 ‖ context_text))
+//!         4     scale (f32; int8/int4 only): value_i = q_i × scale
+//!         …     int8: dims bytes; int4: ⌈dims/2⌉ bytes, two's-complement nibbles (low nibble =
+//!               even index, q ∈ [-7, 7]); binary: ⌈dims/8⌉ bytes, bit i (LSB first) = q_i ≥ 0
 //! ```
 //!
+//! Format version 1 (read only; `kdd index` rewrites it as v2): a 16-byte header `KDDV`, u16
+//! version 1, u8 quantisation 1, reserved, u32 dims, u32 count, then u16 model id length + the
+//! model id, then `count` records of a 16-byte key, an f32 scale and `dims` int8 values. Its keys
+//! are read as their first 8 bytes (a v2 key is the same blake3 prefix), so a migration reuses
+//! every stored vector and embeds nothing.
+//!
+//! Bounds, stated: the 4-byte model fingerprint only guards against vectors of ANOTHER model
+//! (an accidental collision between two model ids is 2^-32); the model id itself lives in the
+//! manifest. A chunk key of 64 bits is looked up among every chunk of the index (the reuse
+//! pool): at 100,000 chunks the chance of any accidental collision is n²/2^65 ≈ 3·10^-10.
+//!
+//! Quantisation ([`QUANT`], chosen on the dev set): every vector is first quantised to int8
+//! (`Record::quantize`, scale = max|x|/127); the file codes are derived from those int8 values,
+//! so a fresh index and a migrated v1 index give the same bytes. Binary keeps only signs: with
+//! cosine distance (the cache's arroy index) no scale is needed, the decoded vector is
+//! ±1/√dims and the query stays float (asymmetric scoring).
+//!
 //! No timestamps, no platform-dependent fields: the same vectors give the same bytes everywhere.
-//! 384-d records take 404 bytes (vs 1,552 as f32). Cosine between a vector and its int8 round
-//! trip is > 0.9999 for these models.
+//! Decoding is bounded: dims ≤ 8192, the length must be exactly header + k × record length.
 
 use super::Error;
 
 /// File magic.
 pub const MAGIC: &[u8; 4] = b"KDDV";
-/// Format version written by this build.
-pub const VERSION: u16 = 1;
-/// Quantisation name recorded in the manifest's `embedding.quantization`.
-pub const QUANTIZATION: &str = "int8-scaled";
-const QUANT_INT8_SCALED: u8 = 1;
+/// Format version written by this build (version 1 is still read).
+pub const VERSION: u16 = 2;
 /// Bytes of a chunk key.
-pub const KEY_LEN: usize = 16;
-const HEADER_FIXED: usize = 18;
-/// Largest dims / model-id length accepted when decoding (guards against hostile files).
+pub const KEY_LEN: usize = 8;
+/// Bytes of a model fingerprint.
+pub const FINGERPRINT_LEN: usize = 4;
+const V1_KEY_LEN: usize = 16;
+const V1_HEADER: usize = 18;
+const V2_HEADER: usize = 14;
+/// Largest dims accepted when decoding (guards against hostile files).
 const MAX_DIMS: usize = 8192;
 
 /// A chunk's content address.
 pub type ChunkKey = [u8; KEY_LEN];
+/// The short identity of a model in a vector file.
+pub type Fingerprint = [u8; FINGERPRINT_LEN];
 
-/// One stored vector.
+/// Stored quantisation of a vector file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quant {
+    /// int8 with one f32 scale per vector (format v1's only quantisation).
+    Int8,
+    /// 4-bit (q ∈ [-7, 7]) with one f32 scale per vector.
+    Int4,
+    /// One sign bit per dimension, no scale.
+    Binary,
+}
+
+impl Quant {
+    fn code(self) -> u8 {
+        match self {
+            Quant::Int8 => 1,
+            Quant::Int4 => 2,
+            Quant::Binary => 3,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<Quant> {
+        match c {
+            1 => Some(Quant::Int8),
+            2 => Some(Quant::Int4),
+            3 => Some(Quant::Binary),
+            _ => None,
+        }
+    }
+
+    /// The name recorded in the manifest's `embedding.quantization`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Quant::Int8 => "int8-scaled",
+            Quant::Int4 => "int4-scaled",
+            Quant::Binary => "binary-sign",
+        }
+    }
+
+    /// Bytes of one record of `dims` values (key included).
+    pub fn record_len(self, dims: usize) -> usize {
+        KEY_LEN
+            + match self {
+                Quant::Int8 => 4 + dims,
+                Quant::Int4 => 4 + dims.div_ceil(2),
+                Quant::Binary => dims.div_ceil(8),
+            }
+    }
+}
+
+/// The quantisation this build writes (see the module doc for the dev-set figures).
+pub const QUANT: Quant = Quant::Binary;
+/// Quantisation name recorded in the manifest's `embedding.quantization`.
+pub const QUANTIZATION: &str = "binary-sign";
+
+/// The fingerprint of a model id.
+pub fn fingerprint(model: &str) -> Fingerprint {
+    let mut f = [0u8; FINGERPRINT_LEN];
+    f.copy_from_slice(&blake3::hash(model.as_bytes()).as_bytes()[..FINGERPRINT_LEN]);
+    f
+}
+
+/// One stored vector: value_i ≈ q_i × scale.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
     pub key: ChunkKey,
@@ -49,7 +128,7 @@ pub struct Record {
 }
 
 impl Record {
-    /// Quantise a vector: scale = max|x| / 127, q = round(x / scale).
+    /// Quantise a vector to int8: scale = max|x| / 127, q = round(x / scale).
     pub fn quantize(key: ChunkKey, v: &[f32]) -> Record {
         let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
         let scale = if max > 0.0 && max.is_finite() {
@@ -74,53 +153,140 @@ impl Record {
     pub fn dequantize(&self) -> Vec<f32> {
         self.q.iter().map(|&x| x as f32 * self.scale).collect()
     }
+
+    /// The int4 codes and scale of this record: kept as they are when already within ±7 (a
+    /// decoded int4 record), else derived from the int8 codes (q4 = round(q × 7 / 127)).
+    fn int4(&self) -> (f32, Vec<i8>) {
+        let max = self.q.iter().map(|q| q.unsigned_abs()).max().unwrap_or(0);
+        if max <= 7 {
+            return (self.scale, self.q.iter().map(|&q| q.clamp(-7, 7)).collect());
+        }
+        let scale = self.scale * max as f32 / 7.0;
+        let q = self
+            .q
+            .iter()
+            .map(|&q| (q as f32 * 7.0 / max as f32).round().clamp(-7.0, 7.0) as i8)
+            .collect();
+        (scale, q)
+    }
 }
 
-/// A decoded vector file.
+/// A vector file: decoded, or to encode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VectorFile {
+    /// The model id: set for a file to encode and for a decoded v1 file; empty for a decoded v2
+    /// file, which carries only [`VectorFile::fingerprint`] (the manifest names the model).
     pub model: String,
+    /// The model's fingerprint (what [`VectorFile::belongs_to`] checks).
+    pub fingerprint: Fingerprint,
     pub dims: usize,
+    /// Stored quantisation (encode writes [`QUANT`] whatever this says).
+    pub quant: Quant,
     pub records: Vec<Record>,
 }
 
 impl VectorFile {
+    /// A file of `records` made with `model`, to encode.
+    pub fn new(model: &str, dims: usize, records: Vec<Record>) -> VectorFile {
+        VectorFile {
+            model: model.to_string(),
+            fingerprint: fingerprint(model),
+            dims,
+            quant: QUANT,
+            records,
+        }
+    }
+
+    /// Whether the vectors were made with `model` (by fingerprint).
+    pub fn belongs_to(&self, model: &str) -> bool {
+        self.fingerprint == fingerprint(model)
+    }
+
     /// Find a record by key.
     pub fn get(&self, key: &ChunkKey) -> Option<&Record> {
         self.records.iter().find(|r| &r.key == key)
     }
 }
 
-/// Encode a vector file. Records keep the given order.
+/// Encode a vector file in format v2 with [`QUANT`]. Records keep the given order.
 pub fn encode(file: &VectorFile) -> Vec<u8> {
-    let id = file.model.as_bytes();
-    let id_len = id.len().min(u16::MAX as usize);
-    let mut out =
-        Vec::with_capacity(HEADER_FIXED + id_len + file.records.len() * (KEY_LEN + 4 + file.dims));
+    let dims = file.dims.min(u16::MAX as usize);
+    let mut out = Vec::with_capacity(V2_HEADER + file.records.len() * QUANT.record_len(dims));
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
-    out.push(QUANT_INT8_SCALED);
+    out.push(QUANT.code());
     out.push(0);
-    out.extend_from_slice(&(file.dims as u32).to_le_bytes());
-    out.extend_from_slice(&(file.records.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(id_len as u16).to_le_bytes());
-    out.extend_from_slice(&id[..id_len]);
+    out.extend_from_slice(&(dims as u16).to_le_bytes());
+    out.extend_from_slice(&fingerprint(&file.model));
     for r in &file.records {
+        debug_assert_eq!(r.q.len(), dims);
         out.extend_from_slice(&r.key);
-        out.extend_from_slice(&r.scale.to_le_bytes());
-        debug_assert_eq!(r.q.len(), file.dims);
-        out.extend(r.q.iter().map(|&x| x as u8));
+        encode_codes(QUANT, r, dims, &mut out);
     }
     out
 }
 
-/// Decode a vector file; `path` only labels errors.
+fn encode_codes(quant: Quant, r: &Record, dims: usize, out: &mut Vec<u8>) {
+    let q = |i: usize| r.q.get(i).copied().unwrap_or(0);
+    match quant {
+        Quant::Int8 => {
+            out.extend_from_slice(&r.scale.to_le_bytes());
+            out.extend((0..dims).map(|i| q(i) as u8));
+        }
+        Quant::Int4 => {
+            let (scale, q4) = r.int4();
+            out.extend_from_slice(&scale.to_le_bytes());
+            let n = |i: usize| (q4.get(i).copied().unwrap_or(0) as u8) & 0x0f;
+            out.extend((0..dims.div_ceil(2)).map(|b| n(2 * b) | (n(2 * b + 1) << 4)));
+        }
+        Quant::Binary => out.extend((0..dims.div_ceil(8)).map(|b| {
+            (0..8)
+                .filter(|j| b * 8 + j < dims && q(b * 8 + j) >= 0)
+                .fold(0u8, |acc, j| acc | (1 << j))
+        })),
+    }
+}
+
+fn decode_codes(quant: Quant, rec: &[u8], dims: usize) -> Result<(f32, Vec<i8>), String> {
+    let scale = || f32::from_le_bytes(rec[..4].try_into().expect("4 bytes"));
+    let (scale, q) = match quant {
+        Quant::Int8 => (scale(), rec[4..].iter().map(|&b| b as i8).collect()),
+        Quant::Int4 => {
+            let nib = |b: u8| ((b << 4) as i8) >> 4;
+            let q = (0..dims)
+                .map(|i| {
+                    let b = rec[4 + i / 2];
+                    nib(if i % 2 == 0 { b } else { b >> 4 })
+                })
+                .collect();
+            (scale(), q)
+        }
+        Quant::Binary => {
+            let q = (0..dims)
+                .map(|i| {
+                    if rec[i / 8] >> (i % 8) & 1 == 1 {
+                        1
+                    } else {
+                        -1
+                    }
+                })
+                .collect();
+            (1.0 / (dims as f32).sqrt(), q)
+        }
+    };
+    if !scale.is_finite() || scale < 0.0 {
+        return Err(format!("invalid scale {scale}"));
+    }
+    Ok((scale, q))
+}
+
+/// Decode a vector file of format v1 or v2; `path` only labels errors.
 pub fn decode(path: &str, bytes: &[u8]) -> Result<VectorFile, Error> {
     let corrupt = |message: String| Error::Corrupt {
         path: path.to_string(),
         message,
     };
-    if bytes.len() < HEADER_FIXED {
+    if bytes.len() < V2_HEADER.min(V1_HEADER) {
         return Err(corrupt(format!(
             "{} bytes is shorter than the header",
             bytes.len()
@@ -129,52 +295,88 @@ pub fn decode(path: &str, bytes: &[u8]) -> Result<VectorFile, Error> {
     if &bytes[0..4] != MAGIC {
         return Err(corrupt("bad magic (not a kdd vector file)".into()));
     }
-    let version = u16::from_le_bytes([bytes[4], bytes[5]]);
-    if version != VERSION {
-        return Err(corrupt(format!(
-            "format version {version} is not supported (this kdd reads {VERSION})"
-        )));
+    match u16::from_le_bytes([bytes[4], bytes[5]]) {
+        1 => decode_v1(bytes).map_err(corrupt),
+        2 => decode_v2(bytes).map_err(corrupt),
+        v => Err(corrupt(format!(
+            "format version {v} is not supported (this kdd reads 1 and {VERSION})"
+        ))),
     }
-    if bytes[6] != QUANT_INT8_SCALED {
-        return Err(corrupt(format!("unknown quantisation code {}", bytes[6])));
+}
+
+fn decode_v2(bytes: &[u8]) -> Result<VectorFile, String> {
+    let quant =
+        Quant::from_code(bytes[6]).ok_or(format!("unknown quantisation code {}", bytes[6]))?;
+    let dims = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    if dims == 0 || dims > MAX_DIMS {
+        return Err(format!("implausible dimension {dims}"));
+    }
+    let fp: Fingerprint = bytes[10..V2_HEADER].try_into().expect("4 bytes");
+    let rec_len = quant.record_len(dims);
+    let body = &bytes[V2_HEADER..];
+    if !body.len().is_multiple_of(rec_len) {
+        return Err(format!(
+            "{} bytes of records is not a whole number of {rec_len}-byte records ({dims} dims)",
+            body.len()
+        ));
+    }
+    let mut records = Vec::with_capacity(body.len() / rec_len);
+    for rec in body.chunks_exact(rec_len) {
+        let key: ChunkKey = rec[..KEY_LEN].try_into().expect("key bytes");
+        let (scale, q) = decode_codes(quant, &rec[KEY_LEN..], dims)?;
+        records.push(Record { key, scale, q });
+    }
+    Ok(VectorFile {
+        model: String::new(),
+        fingerprint: fp,
+        dims,
+        quant,
+        records,
+    })
+}
+
+fn decode_v1(bytes: &[u8]) -> Result<VectorFile, String> {
+    if bytes.len() < V1_HEADER {
+        return Err(format!("{} bytes is shorter than the header", bytes.len()));
+    }
+    if bytes[6] != Quant::Int8.code() {
+        return Err(format!("unknown quantisation code {}", bytes[6]));
     }
     let dims = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
     let count = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize;
     let id_len = u16::from_le_bytes([bytes[16], bytes[17]]) as usize;
     if dims == 0 || dims > MAX_DIMS {
-        return Err(corrupt(format!("implausible dimension {dims}")));
+        return Err(format!("implausible dimension {dims}"));
     }
-    let id_end = HEADER_FIXED + id_len;
+    let id_end = V1_HEADER + id_len;
     if bytes.len() < id_end {
-        return Err(corrupt("truncated model id".into()));
+        return Err("truncated model id".into());
     }
-    let model = std::str::from_utf8(&bytes[HEADER_FIXED..id_end])
-        .map_err(|_| corrupt("model id is not UTF-8".into()))?
+    let model = std::str::from_utf8(&bytes[V1_HEADER..id_end])
+        .map_err(|_| "model id is not UTF-8".to_string())?
         .to_string();
-    let rec_len = KEY_LEN + 4 + dims;
+    let rec_len = V1_KEY_LEN + 4 + dims;
     let expected = count
         .checked_mul(rec_len)
         .and_then(|n| n.checked_add(id_end))
-        .ok_or_else(|| corrupt("record count overflows".into()))?;
+        .ok_or("record count overflows")?;
     if bytes.len() != expected {
-        return Err(corrupt(format!(
+        return Err(format!(
             "expected {expected} bytes for {count} vectors of {dims} dims, found {}",
             bytes.len()
-        )));
+        ));
     }
     let mut records = Vec::with_capacity(count);
     for rec in bytes[id_end..].chunks_exact(rec_len) {
         let key: ChunkKey = rec[..KEY_LEN].try_into().expect("key bytes");
-        let scale = f32::from_le_bytes(rec[KEY_LEN..KEY_LEN + 4].try_into().expect("4 bytes"));
-        if !scale.is_finite() || scale < 0.0 {
-            return Err(corrupt(format!("invalid scale {scale}")));
-        }
-        let q = rec[KEY_LEN + 4..].iter().map(|&b| b as i8).collect();
+        let (scale, q) = decode_codes(Quant::Int8, &rec[V1_KEY_LEN..], dims)?;
         records.push(Record { key, scale, q });
     }
     Ok(VectorFile {
+        fingerprint: fingerprint(&model),
         model,
         dims,
+        quant: Quant::Int8,
         records,
     })
 }
@@ -186,56 +388,130 @@ mod tests {
 
     fn sample() -> VectorFile {
         let v1: Vec<f32> = (0..8).map(|i| (i as f32 - 3.5) / 10.0).collect();
-        let v2: Vec<f32> = (0..8).map(|i| ((i * 7) % 5) as f32 / 4.0).collect();
-        VectorFile {
-            model: "m".into(),
-            dims: 8,
-            records: vec![
-                Record::quantize([1; 16], &v1),
-                Record::quantize([2; 16], &v2),
-            ],
+        let v2: Vec<f32> = (0..8).map(|i| ((i * 7) % 5) as f32 / 4.0 - 0.3).collect();
+        VectorFile::new(
+            "m",
+            8,
+            vec![Record::quantize([1; 8], &v1), Record::quantize([2; 8], &v2)],
+        )
+    }
+
+    /// Format v1 bytes as the previous kdd wrote them (test-only writer).
+    fn encode_v1(f: &VectorFile) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&1u16.to_le_bytes());
+        out.extend_from_slice(&[1, 0]);
+        out.extend_from_slice(&(f.dims as u32).to_le_bytes());
+        out.extend_from_slice(&(f.records.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(f.model.len() as u16).to_le_bytes());
+        out.extend_from_slice(f.model.as_bytes());
+        for r in &f.records {
+            out.extend_from_slice(&r.key);
+            out.extend_from_slice(&[0xee; V1_KEY_LEN - KEY_LEN]);
+            out.extend_from_slice(&r.scale.to_le_bytes());
+            out.extend(r.q.iter().map(|&x| x as u8));
+        }
+        out
+    }
+
+    #[test]
+    fn roundtrip_is_stable_and_sized() {
+        let f = sample();
+        let bytes = encode(&f);
+        assert_eq!(bytes.len(), V2_HEADER + 2 * QUANT.record_len(8));
+        let d = decode("x.bin", &bytes).unwrap();
+        assert!(d.belongs_to("m") && !d.belongs_to("other"));
+        assert_eq!((d.dims, d.quant, d.records.len()), (8, QUANT, 2));
+        // Re-encoding a decoded file gives the same bytes (no churn on re-index).
+        assert_eq!(encode(&VectorFile::new("m", 8, d.records.clone())), bytes);
+        // Signs survive; cosine against the float vector stays high for a 384-d vector.
+        let v: Vec<f32> = (0..384)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 77.0)
+            .collect();
+        let r = Record::quantize([0; 8], &v);
+        assert!(cosine(&v, &r.dequantize()) > 0.9999);
+        let one = encode(&VectorFile::new("m", 384, vec![r]));
+        let back = &decode("y.bin", &one).unwrap().records[0];
+        assert!(
+            cosine(&v, &back.dequantize()) > 0.75,
+            "{}",
+            cosine(&v, &back.dequantize())
+        );
+        assert_eq!(
+            Record::quantize([0; 8], &[0.0; 4]).dequantize(),
+            vec![0.0; 4]
+        );
+    }
+
+    #[test]
+    fn every_quantisation_roundtrips() {
+        let f = sample();
+        for quant in [Quant::Int8, Quant::Int4, Quant::Binary] {
+            for r in &f.records {
+                let mut out = Vec::new();
+                encode_codes(quant, r, 8, &mut out);
+                assert_eq!(out.len() + KEY_LEN, quant.record_len(8));
+                let (scale, q) = decode_codes(quant, &out, 8).unwrap();
+                let back = Record {
+                    key: r.key,
+                    scale,
+                    q,
+                };
+                let c = cosine(&r.dequantize(), &back.dequantize());
+                assert!(c > 0.7, "{quant:?} {c}");
+                let mut again = Vec::new();
+                encode_codes(quant, &back, 8, &mut again);
+                assert_eq!(again, out, "{quant:?} is idempotent");
+            }
         }
     }
 
     #[test]
-    fn roundtrip_and_fidelity() {
+    fn v1_files_are_read_and_migrate_to_the_same_v2_bytes() {
         let f = sample();
-        let bytes = encode(&f);
-        assert_eq!(bytes.len(), 18 + 1 + 2 * (16 + 4 + 8));
-        assert_eq!(decode("x.bin", &bytes).unwrap(), f);
-        assert_eq!(encode(&decode("x.bin", &bytes).unwrap()), bytes);
-        let v: Vec<f32> = (0..384)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 77.0)
-            .collect();
-        let r = Record::quantize([0; 16], &v);
-        assert!(cosine(&v, &r.dequantize()) > 0.9999);
-        let zero = Record::quantize([0; 16], &[0.0; 4]);
-        assert_eq!(zero.dequantize(), vec![0.0; 4]);
+        let v1 = encode_v1(&f);
+        let d = decode("old.bin", &v1).unwrap();
+        assert_eq!((d.model.as_str(), d.quant), ("m", Quant::Int8));
+        assert_eq!(d.records, f.records);
+        assert_eq!(encode(&VectorFile::new("m", 8, d.records)), encode(&f));
     }
 
     #[test]
     fn corrupt_files_are_named_errors() {
         let bytes = encode(&sample());
+        let v1 = encode_v1(&sample());
         for bad in [
             &b""[..],
             &b"NOPE00000000000000000"[..],
             &bytes[..bytes.len() - 1],
+            &v1[..v1.len() - 1],
+            &v1[..17],
         ] {
             let e = decode("embeddings/entity/X.bin", bad).unwrap_err();
             let msg = e.to_string();
             assert!(msg.contains("embeddings/entity/X.bin"), "{msg}");
             assert!(msg.contains("kdd index"), "{msg}");
         }
-        let mut v2 = bytes.clone();
-        v2[4] = 9;
-        assert!(decode("a", &v2)
+        let mut v9 = bytes.clone();
+        v9[4] = 9;
+        assert!(decode("a", &v9)
             .unwrap_err()
             .to_string()
             .contains("version 9"));
-        let mut huge = bytes.clone();
+        let mut q = bytes.clone();
+        q[6] = 7;
+        assert!(decode("a", &q)
+            .unwrap_err()
+            .to_string()
+            .contains("quantisation"));
+        let mut zero = bytes.clone();
+        zero[8..10].copy_from_slice(&0u16.to_le_bytes());
+        assert!(decode("a", &zero).is_err());
+        let mut huge = v1.clone();
         huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(decode("a", &huge).is_err());
-        let mut many = bytes;
+        let mut many = v1;
         many[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(decode("a", &many).is_err());
     }

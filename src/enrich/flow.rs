@@ -180,12 +180,12 @@ impl Run<'_> {
             id: id.to_string(),
             why: e.to_string(),
         })?;
-        let hash = blake3::hash(&bytes).to_hex().to_string();
+        let hash = crate::spec::content_hash(&bytes);
         let paths = ArtifactPaths::new(&settings.index_dir);
         let rel = ArtifactPaths::enrichment_rel(&rec.node);
         let shown = format!("{}/{rel}", crate::artifact::INDEX_DIR);
         let mut warnings = Vec::new();
-        if hash != rec.node.source_hash {
+        if !crate::spec::same_content(&hash, &rec.node.source_hash) {
             warnings.push(format!(
                 "{} changed since it was indexed; the enrichment is used once the index is \
                  updated (commit, or run `kdd index`)",
@@ -197,9 +197,9 @@ impl Run<'_> {
                 .ok()
                 .and_then(|b| enrichment::parse(&b).ok());
             let current = existing.is_some_and(|e| {
-                e.entries
-                    .iter()
-                    .any(|x| x.spec_hash == hash && x.agent == self.agent)
+                e.entries.iter().any(|x| {
+                    crate::spec::same_content(&x.spec_hash, &hash) && x.agent == self.agent
+                })
             });
             if current {
                 return Ok(("skipped", shown, warnings));

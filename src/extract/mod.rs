@@ -108,7 +108,7 @@ pub fn from_document(path: &str, bytes: &[u8], specs_root: &str, doc: Document) 
         id,
         kind,
         source_file: path.to_string(),
-        source_hash: blake3::hash(bytes).to_hex().to_string(),
+        source_hash: crate::spec::content_hash(bytes),
         title,
         status,
         aliases,

@@ -209,7 +209,7 @@ impl ArtifactExtras for VectorAudit {
             .committed
             .get(&rel)
             .and_then(|b| crate::embed::decode(&rel, b).ok())
-            .filter(|f| f.model == self.model);
+            .filter(|f| f.belongs_to(&self.model));
         let complete = file.is_some_and(|f| chunks.iter().all(|c| f.get(&c.key).is_some()));
         if !complete {
             let mut g = self.lacking.lock().unwrap_or_else(|p| p.into_inner());

@@ -47,7 +47,7 @@ impl VectorPool {
     /// Add the records of a decoded file made with the same model and dims (others are ignored:
     /// their keys could never match anyway, since the key includes the model id).
     pub fn add_file(&mut self, file: &VectorFile) -> bool {
-        if file.model != self.model || file.dims != self.dims {
+        if !file.belongs_to(&self.model) || file.dims != self.dims {
             return false;
         }
         for r in &file.records {
@@ -146,11 +146,7 @@ pub fn render(pool: &VectorPool, chunks: &[Chunk]) -> Vec<u8> {
         .iter()
         .filter_map(|c| pool.get(&c.key).cloned())
         .collect();
-    encode(&VectorFile {
-        model: pool.model.clone(),
-        dims: pool.dims,
-        records,
-    })
+    encode(&VectorFile::new(&pool.model, pool.dims, records))
 }
 
 /// Embed the given specs: chunk, embed keys missing from `pool` (which is updated), render one

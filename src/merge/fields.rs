@@ -1,7 +1,7 @@
-//! Forward-compatible reading of node and edge JSON for the merge: a record is kept as its
-//! typed part (the fields this kdd knows, validated by deserialising into [`Node`] /
-//! [`LinkRecord`]) plus every other key as raw JSON, so a file written by a newer kdd keeps
-//! the fields this one does not know through a merge.
+//! Forward-compatible reading of node JSON for the merge: a record is kept as its typed part
+//! (the fields this kdd knows, validated by deserialising into [`Node`]) plus every other key as
+//! raw JSON, so a file written by a newer kdd keeps the fields this one does not know through a
+//! merge. Edge lines get the same treatment in `artifact::links` (unknown keys per line/group).
 //!
 //! Invariants:
 //! - [`render`] of a record this kdd wrote gives exactly the bytes `kdd index` writes (known
@@ -10,7 +10,7 @@
 //! - A known key whose value the typed struct drops (`"status": null`) is dropped here too:
 //!   only keys outside the known list are carried as extras.
 
-use crate::spec::{LinkRecord, Node};
+use crate::spec::Node;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -28,9 +28,6 @@ pub const NODE_FIELDS: &[&str] = &[
     "domain",
     "layer",
 ];
-
-/// Keys of one edge line this kdd knows (the fields of [`LinkRecord`]).
-pub const LINK_FIELDS: &[&str] = &["type", "to", "domain"];
 
 /// A typed record plus the keys this kdd does not know.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,24 +68,18 @@ pub fn parse_node(bytes: &[u8]) -> Result<Rec<Node>, String> {
     parse(v, NODE_FIELDS)
 }
 
-/// Canonical bytes of a node record (pretty, trailing newline, like `render_node`).
+/// Canonical bytes of a node record (one compact line, trailing newline, like `render_node`).
 pub fn render_node(rec: &Rec<Node>) -> Vec<u8> {
-    let mut v = serde_json::to_vec_pretty(&render(rec)).unwrap_or_default();
+    let mut v = serde_json::to_vec(&render(rec)).unwrap_or_default();
     v.push(b'\n');
     v
-}
-
-/// One edge line as a record and its canonical compact text.
-pub fn parse_link(line: &str) -> Result<(Rec<LinkRecord>, String), String> {
-    let v: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
-    let rec = parse::<LinkRecord>(v, LINK_FIELDS)?;
-    let text = render(&rec).to_string();
-    Ok((rec, text))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::artifact::links::LINK_FIELDS;
+    use crate::spec::LinkRecord;
     use crate::spec::{Kind, Layer};
 
     #[test]

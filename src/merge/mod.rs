@@ -27,8 +27,9 @@ mod fields;
 mod proptests;
 pub mod refs;
 
-use crate::artifact::{render_manifest, IndexLevel, Manifest, FORMAT_VERSION};
-use crate::spec::LinkRecord;
+pub(crate) use crate::artifact::links::render_link_lines;
+use crate::artifact::links::LinkLine;
+use crate::artifact::{render_manifest, IndexLevel, Manifest, FORMAT_VERSION, READ_VERSIONS};
 use std::collections::BTreeSet;
 
 /// The message of an incompatible-manifest conflict (BR-MERGE-001).
@@ -118,22 +119,10 @@ fn merge_node(base: Option<&[u8]>, ours: &[u8], theirs: &[u8]) -> Outcome {
     Outcome::Merged(pick3(rb.as_deref(), &ro, &rt).to_vec())
 }
 
-/// An edges file as canonical lines keyed by their typed part.
-fn parse_links(b: &[u8]) -> Result<BTreeSet<(LinkRecord, String)>, String> {
+/// An edges file (format v1 or v2) as its links with their unknown keys.
+fn parse_links(b: &[u8]) -> Result<BTreeSet<LinkLine>, String> {
     let text = std::str::from_utf8(b).map_err(|e| e.to_string())?;
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            fields::parse_link(l)
-                .map(|(rec, line)| (rec.known, line))
-                .map_err(|e| {
-                    format!(
-                        "edge line {:?}: {e}",
-                        l.chars().take(80).collect::<String>()
-                    )
-                })
-        })
-        .collect()
+    crate::artifact::links::parse_links_text(text)
 }
 
 fn merge_edges(base: Option<&[u8]>, ours: &[u8], theirs: &[u8]) -> Outcome {
@@ -144,29 +133,13 @@ fn merge_edges(base: Option<&[u8]>, ours: &[u8], theirs: &[u8]) -> Outcome {
     // An unreadable base (a criss-cross merge's virtual ancestor can hold conflict markers)
     // counts as empty: a plain union, nothing removed.
     let b = base.and_then(|b| parse_links(b).ok()).unwrap_or_default();
-    let removed: BTreeSet<&(LinkRecord, String)> = b
+    let removed: BTreeSet<&LinkLine> = b
         .iter()
         .filter(|l| !o.contains(*l) || !t.contains(*l))
         .collect();
     Outcome::Merged(render_link_lines(
         o.union(&t).filter(|l| !removed.contains(l)),
     ))
-}
-
-/// An edges file from canonical lines sorted by their typed part (the order `kdd index`
-/// writes). A set by (type, to, domain): when sides changed one link's unknown keys
-/// differently, the smaller canonical line stays (deterministic, symmetric).
-fn render_link_lines<'a>(lines: impl Iterator<Item = &'a (LinkRecord, String)>) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut last: Option<&LinkRecord> = None;
-    for l in lines {
-        if last != Some(&l.0) {
-            out.extend_from_slice(l.1.as_bytes());
-            out.push(b'\n');
-            last = Some(&l.0);
-        }
-    }
-    out
 }
 
 /// Vector files: a valid side always wins over an invalid (empty, truncated, garbage) one;
@@ -184,10 +157,11 @@ fn merge_embeddings(base: Option<&[u8]>, ours: &[u8], theirs: &[u8]) -> Outcome 
 fn parse_manifest(b: &[u8], side: &str) -> Result<Manifest, String> {
     let v: serde_json::Value =
         serde_json::from_slice(b).map_err(|e| format!("{side} manifest is not JSON: {e}"))?;
+    // A v1 side merges with a v2 one: the merged manifest (and every merged file) is v2.
     let fv = v.get("format_version").and_then(|x| x.as_u64());
-    if fv != Some(u64::from(FORMAT_VERSION)) {
+    if !fv.is_some_and(|f| READ_VERSIONS.iter().any(|r| u64::from(*r) == f)) {
         return Err(format!(
-            "{side} manifest has format version {fv:?}, this kdd merges {FORMAT_VERSION}"
+            "{side} manifest has format version {fv:?}, this kdd merges {READ_VERSIONS:?}"
         ));
     }
     serde_json::from_value(v).map_err(|e| format!("{side} manifest is not valid: {e}"))
@@ -341,10 +315,18 @@ mod tests {
             ours.as_bytes(),
             theirs.as_bytes(),
         );
-        assert_eq!(
-            out,
-            Outcome::Merged(format!("{}{}{}", l("A"), l("C"), l("D")).into_bytes())
+        // v1 lines in, one v2 group out.
+        let want = "{\"type\":\"WIKI_LINK\",\"to\":[\"A\",\"C\",\"D\"]}\n";
+        assert_eq!(out, Outcome::Merged(want.as_bytes().to_vec()));
+        // A v1 side merged with a v2 side: the same union, as v2.
+        let theirs_v2 = "{\"type\":\"WIKI_LINK\",\"to\":[\"A\",\"B\",\"D\"]}\n";
+        let out = merge_file(
+            FileKind::Edges,
+            Some(base.as_bytes()),
+            ours.as_bytes(),
+            theirs_v2.as_bytes(),
         );
+        assert_eq!(out, Outcome::Merged(want.as_bytes().to_vec()));
     }
 
     #[test]

@@ -64,31 +64,29 @@ fn edges() -> impl Strategy<Value = Vec<u8>> {
                 to,
                 domain: domain.map(str::to_string),
             };
-            let line = fields::render(&Rec {
-                known: known.clone(),
-                extra,
-            })
-            .to_string();
-            by_key.entry(known).or_insert(line);
+            let extra = if extra.is_empty() {
+                String::new()
+            } else {
+                serde_json::to_string(&extra).unwrap()
+            };
+            by_key.entry(known).or_insert(extra);
         }
-        by_key
-            .values()
-            .flat_map(|l| format!("{l}\n").into_bytes())
-            .collect()
+        let set: std::collections::BTreeSet<_> = by_key.into_iter().collect();
+        crate::artifact::links::render_link_lines(set.iter())
     })
 }
 
 fn vectors() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(
-        (any::<[u8; 16]>(), proptest::collection::vec(-1f32..1f32, 4)),
+        (any::<[u8; 8]>(), proptest::collection::vec(-1f32..1f32, 4)),
         0..3,
     )
     .prop_map(|recs| {
-        encode(&VectorFile {
-            model: "m".into(),
-            dims: 4,
-            records: recs.iter().map(|(k, v)| Record::quantize(*k, v)).collect(),
-        })
+        encode(&VectorFile::new(
+            "m",
+            4,
+            recs.iter().map(|(k, v)| Record::quantize(*k, v)).collect(),
+        ))
     })
 }
 
@@ -208,17 +206,16 @@ proptest! {
         let Outcome::Merged(m) = merge_file(FileKind::Edges, None, &b, &t) else {
             return Err(TestCaseError::fail("two valid edge files merge"));
         };
-        let m = String::from_utf8(m).unwrap();
-        let keys = |s: &str| -> Vec<LinkRecord> {
-            s.lines().map(|l| fields::parse_link(l).unwrap().0.known).collect()
+        let set = |b: &[u8]| {
+            crate::artifact::links::parse_links_text(std::str::from_utf8(b).unwrap()).unwrap()
         };
-        let (tk, mk) = (keys(std::str::from_utf8(&t).unwrap()), keys(&m));
-        for line in std::str::from_utf8(&b).unwrap().lines() {
-            let known = fields::parse_link(line).unwrap().0.known;
-            if !tk.contains(&known) {
-                prop_assert!(m.lines().any(|l| l == line), "{line} lost from {m}");
+        let (bs, ts, ms) = (set(&b), set(&t), set(&m));
+        let tk: Vec<&LinkRecord> = ts.iter().map(|(l, _)| l).collect();
+        for link in &bs {
+            if !tk.contains(&&link.0) {
+                prop_assert!(ms.contains(link), "{link:?} lost from {ms:?}");
             }
-            prop_assert!(mk.contains(&known));
+            prop_assert!(ms.iter().any(|(l, _)| *l == link.0));
         }
     }
 

@@ -72,7 +72,7 @@ fn index_from_files(
     };
     let mut manifest = None;
     let mut nodes: BTreeMap<String, Entry> = BTreeMap::new();
-    let mut links: BTreeMap<String, BTreeSet<(LinkRecord, String)>> = BTreeMap::new();
+    let mut links: BTreeMap<String, BTreeSet<crate::artifact::links::LinkLine>> = BTreeMap::new();
     let mut embeddings: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut enrichments: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     for (rel, bytes) in files {
@@ -256,7 +256,9 @@ fn merge_sides(
             if present.len() < sides.len() {
                 let changed: Vec<&str> = present
                     .iter()
-                    .filter(|(_, e)| e.node.source_hash != be.node.source_hash)
+                    .filter(|(_, e)| {
+                        !crate::spec::same_content(&e.node.source_hash, &be.node.source_hash)
+                    })
                     .map(|(i, _)| revs[*i].as_str())
                     .collect();
                 if !changed.is_empty() {
@@ -290,7 +292,7 @@ fn merge_sides(
             .collect();
         let distinct: BTreeSet<&str> = changed
             .iter()
-            .map(|(_, e)| e.node.source_hash.as_str())
+            .map(|(_, e)| crate::spec::hash_key(&e.node.source_hash))
             .collect();
         let winner: (usize, &Entry) = if changed.is_empty() {
             present[0]
@@ -326,7 +328,7 @@ fn merge_sides(
         };
         let (_, we) = winner;
         // Edges: union of the sides minus links any side removed relative to the base.
-        let mut links: BTreeSet<(LinkRecord, String)> = present
+        let mut links: BTreeSet<crate::artifact::links::LinkLine> = present
             .iter()
             .flat_map(|(_, e)| e.links.iter().cloned())
             .collect();
@@ -339,7 +341,7 @@ fn merge_sides(
         }
         let edges = super::render_link_lines(links.iter());
         report.nodes += 1;
-        report.edges += edges.iter().filter(|&&b| b == b'\n').count();
+        report.edges += links.iter().map(|(l, _)| l).collect::<BTreeSet<_>>().len();
         report
             .files
             .insert(format!("nodes/{stem}.json"), we.raw.clone());

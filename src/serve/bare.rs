@@ -350,10 +350,10 @@ impl Mirror {
         let ign = crate::roots::Ignores::load(&self.tree(), roots);
         let mut stale = Vec::new();
         for (p, bytes) in changed.into_iter().filter(|(p, _)| !ign.ignores(p)) {
-            let h = blake3::hash(&bytes).to_hex().to_string();
+            let h = crate::spec::content_hash(&bytes);
             let ok = by_file
                 .get(p.as_str())
-                .is_some_and(|hs| hs.iter().any(|x| *x == h));
+                .is_some_and(|hs| hs.iter().any(|x| crate::spec::same_content(x, &h)));
             if !ok {
                 stale.push(crate::index::SpecSource { path: p, bytes });
             }

@@ -428,13 +428,13 @@ impl Engine {
                 Some((l, m, h)) if *l == md.len() && *m == mtime => h.clone(),
                 _ => {
                     let h = crate::roots::read_source(&repo_root, file, &roots)
-                        .map(|b| blake3::hash(&b).to_hex().to_string())
+                        .map(|b| crate::spec::content_hash(&b))
                         .unwrap_or_default();
                     memo.insert(file.clone(), (md.len(), mtime, h.clone()));
                     h
                 }
             };
-            if &h != hash {
+            if !crate::spec::same_content(&h, hash) {
                 scan.stale_specs.push(file.clone());
             }
         }

@@ -257,10 +257,10 @@ mod tests {
     fn no_text_keeps_identity_and_drops_titles_and_aliases() {
         let node = br#"{"id":"BR:BR-X-001","kind":"business-rule","source_file":"specs/BR-X-001.md","source_hash":"00","title":"Secret title","aliases":["Hidden"],"layer":"01-domain","future":"prose"}"#;
         let out = String::from_utf8(strip_text(node).unwrap()).unwrap();
-        assert!(out.contains("\"title\": \"BR-X-001\""), "{out}");
+        assert!(out.contains("\"title\":\"BR-X-001\""), "{out}");
         for gone in ["Secret", "Hidden", "future", "prose"] {
             assert!(!out.contains(gone), "{gone} in {out}");
         }
-        assert!(out.contains("\"source_hash\": \"00\""), "{out}");
+        assert!(out.contains("\"source_hash\":\"00\""), "{out}");
     }
 }

@@ -185,9 +185,7 @@ fn hook_indexes_staged_documents_and_honours_kddignore() {
 }
 
 fn blake3_of(p: &std::path::Path) -> String {
-    blake3::hash(&std::fs::read(p).unwrap())
-        .to_hex()
-        .to_string()
+    kdd::spec::content_hash(&std::fs::read(p).unwrap())
 }
 
 #[test]

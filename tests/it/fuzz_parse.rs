@@ -166,10 +166,7 @@ fn check(path: &str, bytes: &[u8]) -> Result<(), TestCaseError> {
     match r {
         Ok(ex) => {
             prop_assert_eq!(&ex.node.source_file, path);
-            prop_assert_eq!(
-                ex.node.source_hash.clone(),
-                blake3::hash(bytes).to_hex().to_string()
-            );
+            prop_assert_eq!(ex.node.source_hash.clone(), kdd::spec::content_hash(bytes));
             prop_assert!(!ex.node.id.is_empty());
             for d in &ex.diagnostics {
                 prop_assert_eq!(&d.file, path);

@@ -65,7 +65,7 @@ fn node_hash(r: &Repo, rev: &str, rel: &str) -> String {
 
 fn blake(r: &Repo, rev_path: &str) -> String {
     let o = r.git_out(&["show", rev_path]);
-    blake3::hash(&o.stdout).to_hex().to_string()
+    kdd::spec::content_hash(&o.stdout)
 }
 
 #[test]

@@ -13,6 +13,7 @@ mod demo;
 mod docs;
 mod embed;
 mod enrich;
+mod format;
 mod fuzz_parse;
 mod git;
 mod hostile;

@@ -126,7 +126,7 @@ fn stale_nodes(settings: &crate::config::Settings, graph: &Graph) -> Vec<Stale> 
     for n in &graph.nodes {
         match crate::roots::read_source(&settings.repo_root, &n.source_file, &roots) {
             Ok(b) => {
-                if blake3::hash(&b).to_hex().as_str() != n.source_hash {
+                if !crate::spec::same_content(&crate::spec::content_hash(&b), &n.source_hash) {
                     stale.push(Stale {
                         id: n.id.clone(),
                         source_file: n.source_file.clone(),

@@ -50,18 +50,18 @@ fn node_json(title: &str, hash: &str, extra: Value) -> Vec<u8> {
     for (k, x) in extra.as_object().unwrap() {
         v[k] = x.clone();
     }
-    let mut b = serde_json::to_vec_pretty(&v).unwrap();
+    let mut b = serde_json::to_vec(&v).unwrap();
     b.push(b'\n');
     b
 }
 
 fn vectors(seed: u8) -> Vec<u8> {
     let v: Vec<f32> = (0..8).map(|i| (i as f32 - seed as f32) / 10.0).collect();
-    kdd::embed::encode(&kdd::embed::VectorFile {
-        model: "test-model".into(),
-        dims: 8,
-        records: vec![kdd::embed::store::Record::quantize([seed; 16], &v)],
-    })
+    kdd::embed::encode(&kdd::embed::VectorFile::new(
+        "test-model",
+        8,
+        vec![kdd::embed::store::Record::quantize([seed; 8], &v)],
+    ))
 }
 
 #[test]
@@ -97,9 +97,12 @@ fn merge_driver_keeps_unknown_fields() {
         format!("{a}\n{c}\n").as_bytes(),
     );
     assert!(ok, "{}", String::from_utf8_lossy(&merged));
+    // v1 lines in, v2 groups out (one per type and set of unknown keys), unknown keys kept.
+    let v2 =
+        |l: &str, to: &str| l.replace(&format!("\"to\":\"{to}\""), &format!("\"to\":[\"{to}\"]"));
     assert_eq!(
         String::from_utf8(merged).unwrap(),
-        format!("{c}\n{a}\n{b}\n")
+        format!("{}\n{}\n{}\n", v2(c, "C"), v2(a, "A"), v2(b, "B"))
     );
 }
 
@@ -133,7 +136,7 @@ fn merge_index_keeps_unknown_fields() {
     r.git(&["commit", "-qm", "base"]);
     let node = ".kdd-index/nodes/entity/Pedido.json";
     let edges = ".kdd-index/edges/entity/Pedido.jsonl";
-    let line = r#"{"type":"WIKI_LINK","to":"A","x_weight":2}"#;
+    let line = r#"{"type":"WIKI_LINK","to":["A"],"x_weight":2}"#;
     r.git(&["checkout", "-qb", "a"]);
     write_bytes(
         &r,
