@@ -3,6 +3,7 @@
 mod embed;
 mod hook;
 mod index;
+mod latency;
 mod memory;
 mod query;
 mod serve;
@@ -18,13 +19,14 @@ fn main() {
         Some("embed") => embed::run(&args[1..]),
         Some("hook") => hook::run(&args[1..]),
         Some("index") => index::run(&args[1..]),
+        Some("latency") => latency::run(&args[1..]),
         Some("memory") => memory::run(&args[1..]),
         Some("query") => query::run(&args[1..]),
         Some("serve") => serve::run(&args[1..]),
         Some("service") => service::run(&args[1..]),
         Some("synth") => synth::run(&args[1..]),
         other => kdd::cli::output::error(&format!(
-            "unknown benchmark {other:?}; try: embed, hook, index, memory, query, serve, service, synth"
+            "unknown benchmark {other:?}; try: embed, hook, index, latency, memory, query, serve, service, synth"
         )),
     }
 }

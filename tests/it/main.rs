@@ -15,6 +15,7 @@ mod enrich;
 mod fuzz_parse;
 mod git;
 mod hostile;
+mod latency;
 mod layers;
 mod query;
 mod ranking;
