@@ -114,20 +114,21 @@ fn run_all(bin: &Path, dir: &Path, rounds: usize, warm: &str) -> Phases {
 }
 
 fn print(label: &str, mut phases: Phases) {
-    let mut s = format!(
-        "{label}\n  {:<16} {:>5} {:>9} {:>9}\n",
+    let say = kdd::cli::output::info;
+    say(label);
+    say(&format!(
+        "  {:<16} {:>5} {:>9} {:>9}",
         "phase", "n", "p50 ms", "p95 ms"
-    );
+    ));
     for (name, v) in phases.iter_mut() {
-        s.push_str(&format!(
-            "  {:<16} {:>5} {:>9.1} {:>9.1}\n",
+        say(&format!(
+            "  {:<16} {:>5} {:>9.1} {:>9.1}",
             name,
             v.len(),
             pct(v, 0.5),
             pct(v, 0.95)
         ));
     }
-    kdd::cli::output::info(s.trim_end());
 }
 
 pub fn run(args: &[String]) {
