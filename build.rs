@@ -89,6 +89,13 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(kdd_real_model)");
     println!("cargo::rustc-check-cfg=cfg(kdd_shared)");
     println!("cargo::rustc-check-cfg=cfg(kdd_hook_managers)");
+    println!("cargo::rustc-check-cfg=cfg(kdd_apertium)");
+    // Apertium with the eng-spa pair (Debian packages): the warm-translation tests run.
+    let mode = Path::new("/usr/share/apertium/modes/eng-spa.mode");
+    watch(mode, mode);
+    if mode.is_file() && on_path("apertium") && on_path("apertium-wblank-mode") {
+        println!("cargo:rustc-cfg=kdd_apertium");
+    }
     if on_path("lefthook") && on_path("husky") {
         println!("cargo:rustc-cfg=kdd_hook_managers");
     }

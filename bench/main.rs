@@ -4,6 +4,7 @@ mod cacheupd;
 mod embed;
 mod hook;
 mod index;
+mod latency;
 mod memory;
 mod query;
 mod serve;
@@ -21,6 +22,7 @@ fn main() {
         Some("embed") => embed::run(&args[1..]),
         Some("hook") => hook::run(&args[1..]),
         Some("index") => index::run(&args[1..]),
+        Some("latency") => latency::run(&args[1..]),
         Some("memory") => memory::run(&args[1..]),
         Some("query") => query::run(&args[1..]),
         Some("serve") => serve::run(&args[1..]),
@@ -28,7 +30,7 @@ fn main() {
         Some("storage") => storage::run(&args[1..]),
         Some("synth") => synth::run(&args[1..]),
         other => kdd::cli::output::error(&format!(
-            "unknown benchmark {other:?}; try: cache-update, embed, hook, index, memory, query, serve, service, storage, synth"
+            "unknown benchmark {other:?}; try: cache-update, embed, hook, index, latency, memory, query, serve, service, storage, synth"
         )),
     }
 }

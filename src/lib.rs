@@ -38,3 +38,4 @@ pub mod serve;
 pub mod source;
 pub mod spec;
 pub mod sync;
+pub mod trace;

@@ -32,6 +32,7 @@ pub fn open_cache_at(
     want_embedder: bool,
     rev: Option<&str>,
 ) -> Result<crate::cache::Cache, query::Error> {
+    let opened = crate::trace::span("open_cache");
     let unavailable = |e: anyhow::Error| query::Error::IndexUnavailable(format!("{e:#}"));
     let (settings, mirror) = super::commands::at_ref::settings(global, rev).map_err(unavailable)?;
     let mut cache = match mirror {
@@ -53,7 +54,9 @@ pub fn open_cache_at(
             output::warn(e);
         }
     }
+    drop(opened);
     if want_embedder && cache.level() >= crate::artifact::IndexLevel::L2 {
+        let _span = crate::trace::span("embedder");
         match query::embedder_for(cache.manifest()) {
             Ok(e) => cache.set_embedder(e),
             Err(reason) => cache.set_embedder_unavailable(reason),

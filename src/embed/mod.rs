@@ -27,6 +27,7 @@ pub mod service;
 pub mod shared;
 pub mod store;
 pub mod tokenizer;
+pub mod translator;
 pub mod unigram;
 pub mod warm;
 

@@ -10,6 +10,9 @@
 //! - A thread per connection; the model sits behind one mutex and each request waits for it at
 //!   most its own `deadline_ms` (then it is answered `busy`, and the client falls back), so no
 //!   client ever waits on another's idle connection.
+//! - `translate` requests never wait for the model: they go to the service's warm Apertium
+//!   ([`super::translator::Translators`], one pipeline per pair started on first use, answers
+//!   memoised), so a translation is never `busy` behind an embedding.
 //! - Idle exit after [`super::warm::idle_secs`] without requests never breaks a request: the
 //!   service first stops taking work (requests that arrive are answered `closing`, and clients
 //!   reconnect), waits until no request is in flight, removes its socket and exits. It also
@@ -24,6 +27,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// Translations the service remembers (short questions: a few hundred KiB at most).
+const TRANSLATION_MEMO: usize = 1024;
+/// Longest a translation may take (a freshly started pipeline loads its data first).
+const TRANSLATION_DEADLINE: Duration = Duration::from_secs(5);
+
 /// In-flight bookkeeping shared by the connection threads and the idle watcher.
 struct Activity {
     in_flight: usize,
@@ -37,6 +45,7 @@ struct State {
     id: String,
     dir: std::path::PathBuf,
     dims: usize,
+    translators: super::translator::Translators,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -100,6 +109,7 @@ pub fn serve(socket: &Path) -> Result<(), Error> {
         }),
         id: spec.id.clone(),
         dir: spec.dir.clone(),
+        translators: super::translator::Translators::new(TRANSLATION_MEMO),
     });
     {
         let state = state.clone();
@@ -186,6 +196,21 @@ fn answer(state: &State, req: Request) -> Response {
         Op::Query { text } => {
             texts = vec![text];
             true
+        }
+        Op::Translate { pair, text } => {
+            return match state
+                .translators
+                .translate(&pair, &text, TRANSLATION_DEADLINE)
+            {
+                Ok(t) => Response {
+                    translation: Some(t),
+                    ..Response::default()
+                },
+                Err(e) => Response {
+                    error: Some(e.to_string()),
+                    ..Response::default()
+                },
+            };
         }
     };
     // Wait for the model at most until the request's deadline.

@@ -17,6 +17,9 @@
 //!   otherwise loads the model in-process. It never degrades to L1: only a model or runtime
 //!   that is really absent is an error for which [`Error::is_unavailable`] holds.
 //! - `KDD_EMBED_WARM=0` disables the service (always in-process).
+//! - The service also keeps Apertium warm for the questions of short-lived processes
+//!   ([`translate_via_service`]: a running service only, never started for it), so a `kdd
+//!   query` that needs a translation does not start the translator's eleven processes.
 //!
 //! Floats round-trip exactly through JSON (shortest representation), so a vector from the
 //! service is bit-identical to one computed in-process.
@@ -54,8 +57,17 @@ pub struct Request {
 #[serde(tag = "op", rename_all = "lowercase")]
 pub enum Op {
     Hello,
-    Passages { texts: Vec<String> },
-    Query { text: String },
+    Passages {
+        texts: Vec<String>,
+    },
+    Query {
+        text: String,
+    },
+    /// Translate one question with the service's warm Apertium (see [`super::translator`]).
+    Translate {
+        pair: String,
+        text: String,
+    },
 }
 
 /// A response frame (fields by request kind).
@@ -74,6 +86,9 @@ pub struct Response {
     pub rss_kb: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vectors: Option<Vec<Vec<f32>>>,
+    /// The answer to `translate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub translation: Option<String>,
     /// The model was not free within the deadline (retry elsewhere).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub busy: bool,
@@ -332,6 +347,39 @@ impl Embedder for WarmClient {
     }
 }
 
+/// Translate `text` (`pair` like `eng-spa`) with the running service's warm Apertium.
+/// `None` when no service answers (disabled, not started, an older service): the caller
+/// translates some other way. Never starts a service.
+pub fn translate_via_service(
+    pair: &str,
+    text: &str,
+    deadline: Duration,
+) -> Option<Result<String, Error>> {
+    if !enabled() {
+        return None;
+    }
+    let spec = match super::model::discover() {
+        super::model::ModelChoice::Model(spec) => spec,
+        super::model::ModelChoice::Test if forced() => ModelSpec::test(),
+        _ => return None,
+    };
+    let socket = socket_path(&spec)?;
+    if !socket.exists() {
+        return None;
+    }
+    let mut c = WarmClient::connect(&socket, &spec, Duration::from_secs(2)).ok()?;
+    let op = Op::Translate {
+        pair: pair.to_string(),
+        text: text.to_string(),
+    };
+    match c.call(op, deadline) {
+        // No translation: an older service that does not know the request.
+        Ok(r) => r.translation.map(Ok),
+        Err(Error::Warm(_)) => None,
+        Err(e) => Some(Err(e)),
+    }
+}
+
 /// The running service for the environment's model, if one answers (never starts one).
 pub fn running(spec: &ModelSpec) -> Option<ServiceStatus> {
     let socket = socket_path(spec)?;
@@ -506,6 +554,7 @@ impl Embedder for Resilient {
         self.with(|e| e.embed_passages(texts))
     }
     fn embed_query(&mut self, q: &str) -> Result<Vec<f32>, Error> {
+        let _span = crate::trace::span("embed");
         self.with(|e| e.embed_query(q))
     }
 }

@@ -20,16 +20,25 @@
 //!   lexical-only search (L1, or no model loaded) uses `Lemmas`, which measured the same there.
 //! - `KDD_TRANSLATOR=<program>` replaces Apertium in both styles (called as `<program> eng-spa`,
 //!   text on stdin, translation on stdout); `KDD_TRANSLATE=off` never translates. Translators
-//!   run under a deadline ([`DEADLINE`]); answers are memoised per process (servers ask again).
+//!   run under a deadline ([`DEADLINE`]).
+//! - Warm translation (`Full` style with Apertium): a short-lived process (the CLI) asks the
+//!   per-user warm embedding service, which keeps the pair's pipeline running and memoises
+//!   answers ([`crate::embed::translator`]); a long-running server ([`keep_warm`]: `kdd serve`,
+//!   `kdd mcp`) keeps its own. Both give exactly what a cold `apertium -u` gives, so answers do
+//!   not depend on the path; without a service (or `KDD_TRANSLATE_WARM=0`) the cold process runs.
+//! - Every process memoises answers in an LRU keyed by (direction, style, text) ([`MEMO_CAP`]):
+//!   a server asked the same question again runs no translator; [`runs`] counts the translator
+//!   processes started.
 //! - When a translation is needed but cannot be made the query still runs, with a
 //!   `NO_TRANSLATION` warning that says what to install; a translated query carries a
 //!   `QUERY_TRANSLATED` warning quoting the translation, so every answer explains itself.
 
 use crate::cache::LangTally;
-use std::collections::HashMap;
+use crate::embed::translator::{Lru, Translators};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -42,7 +51,9 @@ pub const CORPUS_SHARE: f32 = 0.6;
 /// Longest a translator may take.
 pub const DEADLINE: Duration = Duration::from_secs(5);
 /// Memoised translations kept per process.
-const MEMO_CAP: usize = 256;
+pub const MEMO_CAP: usize = 256;
+/// Environment switch: `KDD_TRANSLATE_WARM=0` never uses a warm pipeline (cold process only).
+pub const ENV_TRANSLATE_WARM: &str = "KDD_TRANSLATE_WARM";
 
 /// The two languages of KDD corpora.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -109,10 +120,7 @@ pub enum Style {
 }
 
 /// Where Debian's Apertium keeps the mode files (one shell pipeline per language pair).
-const MODE_DIRS: &[&str] = &[
-    "/usr/share/apertium/modes",
-    "/usr/local/share/apertium/modes",
-];
+const MODE_DIRS: &[&str] = crate::embed::translator::MODE_DIRS;
 
 /// Why a translation could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -200,24 +208,96 @@ fn lemmas_of(stream: &str) -> String {
 }
 
 /// Memoised translations: (pair, style, text) → translation.
-type Memo = Mutex<HashMap<(String, Style, String), String>>;
+type Memo = Mutex<Lru<(String, Style, String), String>>;
 
 fn memo() -> &'static Memo {
     static M: OnceLock<Memo> = OnceLock::new();
-    M.get_or_init(|| Mutex::new(HashMap::new()))
+    M.get_or_init(|| Mutex::new(Lru::new(MEMO_CAP)))
+}
+
+static RESIDENT: AtomicBool = AtomicBool::new(false);
+static RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// This process serves many questions (`kdd serve`, `kdd mcp`): keep a warm Apertium pipeline
+/// in it rather than asking the per-user service or starting one per question.
+pub fn keep_warm() {
+    RESIDENT.store(true, Ordering::Relaxed);
+}
+
+/// Translator processes this process started so far (cold runs and warm pipelines; answers
+/// from a memo or the warm service start none).
+pub fn runs() -> usize {
+    RUNS.load(Ordering::Relaxed) + resident().started.load(Ordering::Relaxed)
+}
+
+fn resident() -> &'static Translators {
+    static T: OnceLock<Translators> = OnceLock::new();
+    T.get_or_init(|| Translators::new(MEMO_CAP))
+}
+
+/// True unless `KDD_TRANSLATE_WARM` is `off`/`0`/`false`/`no`.
+fn warm_enabled() -> bool {
+    !matches!(
+        std::env::var(ENV_TRANSLATE_WARM)
+            .unwrap_or_default()
+            .to_ascii_lowercase()
+            .as_str(),
+        "off" | "0" | "false" | "no"
+    )
+}
+
+/// The full translation from a warm pipeline (this process's when resident, else the warm
+/// service's), `None` when there is none to ask or it failed (the cold process runs then).
+fn warm(pair: &str, text: &str) -> Option<String> {
+    if !warm_enabled() {
+        return None;
+    }
+    let raw = if RESIDENT.load(Ordering::Relaxed) {
+        resident().translate(pair, text, DEADLINE).ok()?
+    } else {
+        crate::embed::warm::translate_via_service(pair, text, DEADLINE)?.ok()?
+    };
+    (!raw.is_empty()).then(|| clean(&raw, text.chars().count()))
 }
 
 /// Translate `text` from one language to the other (memoised per process).
 pub fn translate(text: &str, from: Lang, to: Lang, style: Style) -> Result<String, Error> {
+    // KDD_TRACE names the path taken: memo, warm pipeline or cold process.
+    let start = std::time::Instant::now();
     let pair = format!("{}-{}", from.code(), to.code());
     let key = (pair.clone(), style, text.to_string());
-    if let Some(t) = memo().lock().ok().and_then(|m| m.get(&key).cloned()) {
+    if let Some(t) = memo().lock().ok().and_then(|mut m| m.get(&key)) {
+        crate::trace::done("translate_memo", start);
         return Ok(t);
     }
-    let lemmas = (style == Style::Lemmas && custom_translator().is_none())
-        .then(|| lemma_pipeline(&pair))
+    let custom = custom_translator().is_some();
+    let warm = (style == Style::Full && !custom)
+        .then(|| warm(&pair, text))
         .flatten();
-    let out = match lemmas {
+    let out = match warm {
+        Some(t) => {
+            crate::trace::done("translate_warm", start);
+            t
+        }
+        None => {
+            let t = cold(text, &pair, style, custom);
+            crate::trace::done("translate_cold", start);
+            t?
+        }
+    };
+    if let Ok(mut m) = memo().lock() {
+        m.put(key, out.clone());
+    }
+    Ok(out)
+}
+
+/// A translator process for this one question.
+fn cold(text: &str, pair: &str, style: Style, custom: bool) -> Result<String, Error> {
+    RUNS.fetch_add(1, Ordering::Relaxed);
+    let lemmas = (style == Style::Lemmas && !custom)
+        .then(|| lemma_pipeline(pair))
+        .flatten();
+    Ok(match lemmas {
         Some(pipeline) => {
             // Characters of Apertium's stream format would break the unformatted pipeline.
             let plain: String = text
@@ -230,21 +310,14 @@ pub fn translate(text: &str, from: Lang, to: Lang, style: Style) -> Result<Strin
                     }
                 })
                 .collect();
-            let stream = run("sh", &["-c".to_string(), pipeline], &pair, &plain)?;
+            let stream = run("sh", &["-c".to_string(), pipeline], pair, &plain)?;
             clean(&lemmas_of(&stream), text.chars().count())
         }
         None => {
-            let (program, args) = command(&pair);
-            clean(&run(&program, &args, &pair, text)?, text.chars().count())
+            let (program, args) = command(pair);
+            clean(&run(&program, &args, pair, text)?, text.chars().count())
         }
-    };
-    if let Ok(mut m) = memo().lock() {
-        if m.len() >= MEMO_CAP {
-            m.clear();
-        }
-        m.insert(key, out.clone());
-    }
-    Ok(out)
+    })
 }
 
 /// Run a translator once under [`DEADLINE`]: `text` on stdin, its (non-empty) answer back.

@@ -127,6 +127,8 @@ impl Engine {
     /// Serve the work tree of `settings` (or, for a bare repository or with `rev`, the tree of
     /// that ref through a mirror).
     pub fn new(settings: Settings, rev: Option<&str>, check_interval: Duration) -> Engine {
+        // Many questions in one process: translations use a warm pipeline kept here.
+        crate::query::translate::keep_warm();
         let source = match (settings.bare, rev) {
             (false, None) => Source::WorkTree {
                 index_dir: settings.repo_root.join(crate::artifact::INDEX_DIR),

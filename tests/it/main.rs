@@ -17,6 +17,7 @@ mod format;
 mod fuzz_parse;
 mod git;
 mod hostile;
+mod latency;
 mod layers;
 mod query;
 mod ranking;

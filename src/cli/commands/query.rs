@@ -82,6 +82,7 @@ fn print_human(r: &HybridResponse) -> std::io::Result<()> {
 
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
+    let _span = crate::trace::span("command");
     let req = HybridRequest {
         query: args.text.clone(),
         kinds: args.kind.clone(),
@@ -103,10 +104,13 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         Err(e) => return fail(global, &e),
     };
     cache.set_agent_edges(!args.no_agent_edges);
+    let searching = crate::trace::span("hybrid");
     let r = match query::hybrid(&cache, &req) {
         Ok(r) => r,
         Err(e) => return fail(global, &e),
     };
+    drop(searching);
+    let _span = crate::trace::span("output");
     if global.json {
         output::json(&r)?;
     } else {
