@@ -21,6 +21,7 @@
 
 pub mod chunk;
 pub mod hashed;
+pub mod identity;
 pub mod model;
 pub mod onnx;
 pub mod service;

@@ -65,7 +65,8 @@ pub(super) fn render(
                 score,
                 source_name(sg, graph_hit.contains(id)),
                 make_snippet(snap, rec, sg, words),
-                None,
+                // A direct hit carries a path only when domain isolation let it in by a link.
+                via.clone(),
                 at,
             ),
             None => hit_of(

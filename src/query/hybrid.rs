@@ -8,7 +8,8 @@
 //!    one score per node = identity match + best section (+ a little of the second best).
 //! 2. Semantic (L2): cosine of the query embedding against every chunk vector; a node scores its
 //!    best chunk.
-//! 3. Fusion: each signal is normalised by its best score in this answer, then combined with
+//! 3. Fusion (see [`super::fuse`]; reciprocal rank and z-score fusion were measured there and
+//!    not kept): each signal is normalised by its best score in this answer, then combined with
 //!    fixed weights (lexical above semantic: measured, field-aware BM25 is the stronger signal
 //!    for the small multilingual model). A node that has no vectors at all (events, by
 //!    BR-EMBEDDING-001) is not "dissimilar": its lexical score stands in for the missing
@@ -22,6 +23,9 @@
 //!    commands executed, events emitted…; generic wiki-links weigh little and hubs are damped).
 //!    Expansion adds context below the direct hits and gives a small bonus to direct hits that
 //!    are also reached from a better hit; it never reorders the top blindly.
+//! 6. Domain isolation (see [`super::isolate`]): a question that names one business domain of a
+//!    multi-domain corpus keeps the other domains' specs below that domain's and the shared ones,
+//!    unless a typed link brings them in (`reached_via` names it).
 //!
 //! `--no-expand` turns off steps 4 and 5.
 
@@ -94,8 +98,35 @@ fn passes(rec: &NodeRecord, f: &TextFilter) -> bool {
 /// (node id, best cosine, chunk text).
 type SemHit = (String, f32, String);
 
-/// Semantic hits, best first; `Err(reason)` when unavailable.
+/// Semantic hits for each of `texts`, merged (a node keeps its best cosine), best first;
+/// `Err(reason)` when unavailable.
 fn semantic(
+    snap: &Snapshot<'_>,
+    texts: &[&str],
+    limit: usize,
+) -> Result<Result<Vec<SemHit>, String>, Error> {
+    let mut best: BTreeMap<String, (f32, String)> = BTreeMap::new();
+    for t in texts {
+        match semantic_one(snap, t, limit)? {
+            Ok(hits) => {
+                for (id, c, text) in hits {
+                    let e = best.entry(id).or_insert((f32::MIN, String::new()));
+                    if c > e.0 {
+                        *e = (c, text);
+                    }
+                }
+            }
+            Err(reason) => return Ok(Err(reason)),
+        }
+    }
+    let mut out: Vec<SemHit> = best.into_iter().map(|(id, (c, t))| (id, c, t)).collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out.truncate(limit);
+    Ok(Ok(out))
+}
+
+/// Semantic hits of one text, best first; `Err(reason)` when unavailable.
+fn semantic_one(
     snap: &Snapshot<'_>,
     query: &str,
     limit: usize,
@@ -123,12 +154,13 @@ fn semantic(
     }
 }
 
-/// Which signals a ranking uses, and the semantic weight.
+/// Which signals a ranking uses, the semantic weight, and the texts embedded.
 #[derive(Clone, Copy)]
-struct Mix {
+struct Mix<'a> {
     lexical: bool,
     semantic: bool,
     w_sem: f32,
+    sem_texts: &'a [&'a str],
 }
 
 /// Ranked direct hits (lexical + semantic), best first: (node id, fused score, signals).
@@ -137,13 +169,14 @@ fn ranked(
     query: &str,
     filter: &TextFilter,
     want: usize,
-    mix: Mix,
+    mix: Mix<'_>,
     warnings: &mut Vec<Warning>,
 ) -> Result<Vec<(String, f32, Signals)>, Error> {
     let Mix {
         lexical: use_lex,
         semantic: use_sem,
         w_sem,
+        sem_texts,
     } = mix;
     let pool = (want * 4).max(40);
     let lex = if use_lex {
@@ -152,7 +185,7 @@ fn ranked(
         Vec::new()
     };
     let sem = if use_sem {
-        match semantic(snap, query, pool * 3)? {
+        match semantic(snap, sem_texts, pool * 3)? {
             Ok(v) => v,
             Err(reason) => {
                 warnings.push(Warning::new(
@@ -199,24 +232,30 @@ fn ranked(
     let have_sem = !sem.is_empty();
     let have_lex = !lex.is_empty();
     let wsum = if have_sem { w_sem } else { 0.0 } + if have_lex { W_LEX } else { 0.0 };
-    let mut out: Vec<(String, f32, Signals)> = Vec::with_capacity(sig.len());
-    for (id, s) in sig {
-        let l = s.lex.map(|x| x.0).unwrap_or(0.0);
-        let m = match s.sem {
-            Some(x) => x.0,
-            // A node without vectors (events carry none by BR-EMBEDDING-001, some specs have
-            // no embeddable prose) lacks the semantic signal: missing is not "dissimilar", so
-            // its lexical evidence stands in instead of a zero that would sink it.
-            None if have_sem && s.lex.is_some() && !has_vectors(snap, &id)? => l,
-            None => 0.0,
-        };
-        let fused = if wsum > 0.0 {
-            (W_LEX * l + w_sem * m) / wsum
-        } else {
-            0.0
-        };
-        out.push((id, fused, s));
+    let weights = super::fuse::Weights {
+        lex: if have_lex { W_LEX } else { 0.0 },
+        sem: if have_sem { w_sem } else { 0.0 },
+    };
+    let mut stand_in = Vec::with_capacity(sig.len());
+    for (id, s) in &sig {
+        // A node without vectors (events carry none by BR-EMBEDDING-001, some specs have no
+        // embeddable prose) lacks the semantic signal: missing is not "dissimilar".
+        stand_in.push(have_sem && s.sem.is_none() && s.lex.is_some() && !has_vectors(snap, id)?);
     }
+    let inputs: Vec<super::fuse::Input<'_>> = sig
+        .values()
+        .zip(&stand_in)
+        .map(|(s, b)| super::fuse::Input {
+            sig: s,
+            stand_in: *b,
+        })
+        .collect();
+    let fused = super::fuse::fuse(super::knobs::knobs().fuse, &inputs, weights);
+    let mut out: Vec<(String, f32, Signals)> = sig
+        .into_iter()
+        .zip(fused)
+        .map(|((id, s), f)| (id, f, s))
+        .collect();
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     if use_lex && have_lex {
         feedback(snap, query, filter, pool, wsum, &mut out)?;
@@ -284,10 +323,12 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     let mut warnings = Vec::new();
     let searched = super::searched::searched(&snap, &req.query, &req.expansion, &mut warnings)?;
     let (text, w_sem) = (searched.text.clone(), searched.w_sem);
+    let sem_texts: Vec<&str> = searched.sem_texts.iter().map(String::as_str).collect();
     let mix = Mix {
         lexical: true,
         semantic: true,
         w_sem,
+        sem_texts: &sem_texts,
     };
     let direct = ranked(&snap, &text, &filter, req.limit, mix, &mut warnings)?;
     let words = snap.query_words(&text);
@@ -326,7 +367,17 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
         BTreeMap::new()
     };
 
-    let (picked, sigs) = pick(&snap, &cands, &scores, &trail, expanded, &filter, req.limit)?;
+    let focus = (super::knobs::knobs().isolate == 1)
+        .then(|| super::isolate::focus(&snap, &req.query))
+        .flatten();
+    let found = Assembly {
+        cands: &cands,
+        scores: &scores,
+        trail: &trail,
+        expanded,
+        focus,
+    };
+    let (picked, sigs) = pick(&snap, found, &filter, req.limit)?;
     let conf = answer_confidence(&snap, &req.query, &searched.translation, &picked, &sigs);
     let budget = Budget {
         min_score: req.min_score,
@@ -375,18 +426,32 @@ fn stale_warning(snap: &Snapshot<'_>, warnings: &mut Vec<Warning>) -> Result<(),
     Ok(())
 }
 
+/// What ranking assembled for [`pick`]: candidates, their (graph-boosted) scores, the trail,
+/// the expanded nodes, and the question's domain focus (see [`super::isolate`]).
+struct Assembly<'c, 's> {
+    cands: &'c [Candidate],
+    scores: &'s HashMap<String, f32>,
+    trail: &'s Trail,
+    expanded: BTreeMap<String, (f32, String)>,
+    focus: Option<String>,
+}
+
 /// Nodes picked for the answer, best first, at most `limit` passing `filter`: direct hits and
 /// supported neighbours (with their possibly graph-boosted `scores`) and expanded nodes (with
 /// the path that reached them); plus the direct signals of each candidate.
 fn pick<'c>(
     snap: &Snapshot<'_>,
-    cands: &'c [Candidate],
-    scores: &HashMap<String, f32>,
-    trail: &Trail,
-    expanded: BTreeMap<String, (f32, String)>,
+    found: Assembly<'c, '_>,
     filter: &TextFilter,
     limit: usize,
 ) -> Result<(Vec<Picked>, HashMap<&'c str, &'c Signals>), Error> {
+    let Assembly {
+        cands,
+        scores,
+        trail,
+        expanded,
+        focus,
+    } = found;
     // Assemble: direct hits, supported neighbours and expanded nodes, best first.
     let mut all: Vec<(String, f32, Option<String>)> = cands
         .iter()
@@ -396,6 +461,9 @@ fn pick<'c>(
         all.push((id, s, Some(path)));
     }
     all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    if let Some(f) = &focus {
+        all = super::isolate::isolate(snap, f, all)?;
+    }
     let sigs: HashMap<&str, &Signals> = cands
         .iter()
         .filter_map(|(id, _, s, _)| s.as_ref().map(|s| (id.as_str(), s)))
@@ -426,10 +494,12 @@ pub fn search(cache: &Cache, req: &SearchRequest) -> Result<SearchResponse, Erro
         SearchMode::Lexical => (true, false),
         SearchMode::Semantic => (false, true),
     };
+    let sem_texts: Vec<&str> = searched.sem_texts.iter().map(String::as_str).collect();
     let mix = Mix {
         lexical: lex,
         semantic: sem,
         w_sem,
+        sem_texts: &sem_texts,
     };
     let direct = ranked(&snap, &text, &filter, req.limit, mix, &mut warnings)?;
     if sem && warnings.iter().any(|w| w.code == "NO_EMBEDDINGS") {

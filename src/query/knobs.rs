@@ -27,6 +27,15 @@ pub struct Knobs {
     pub prf_terms: usize,
     /// `KDD_RANK_PRF_W` (0–2): weight of the feedback query's lexical score.
     pub prf_weight: f32,
+    /// `KDD_RANK_FUSE` (0–2): how lexical and semantic scores are fused: 0 = each normalised by
+    /// its best in the answer, weighted sum; 1 = reciprocal rank fusion; 2 = z-scores over the
+    /// candidate pool, weighted sum.
+    pub fuse: u8,
+    /// `KDD_RANK_XSEM` (0–1): 1 = a translated question is embedded twice (as asked, and its
+    /// translation) and a node keeps its best cosine of the two; 0 = one embedding of both.
+    pub xsem: u8,
+    /// `KDD_RANK_ISOLATE` (0–1): 1 = domain isolation in search (see `query::isolate`).
+    pub isolate: u8,
 }
 
 const DEFAULTS: Knobs = Knobs {
@@ -36,6 +45,9 @@ const DEFAULTS: Knobs = Knobs {
     expand: 0.5,
     prf_terms: 0,
     prf_weight: 0.5,
+    fuse: 0,
+    xsem: 0,
+    isolate: 1,
 };
 
 fn read(name: &str, default: f32, lo: f32, hi: f32) -> f32 {
@@ -56,6 +68,9 @@ pub fn knobs() -> &'static Knobs {
         expand: read("KDD_RANK_EXPAND", DEFAULTS.expand, 0.0, 2.0),
         prf_terms: read("KDD_RANK_PRF", DEFAULTS.prf_terms as f32, 0.0, 40.0) as usize,
         prf_weight: read("KDD_RANK_PRF_W", DEFAULTS.prf_weight, 0.0, 2.0),
+        fuse: read("KDD_RANK_FUSE", DEFAULTS.fuse as f32, 0.0, 2.0) as u8,
+        xsem: read("KDD_RANK_XSEM", DEFAULTS.xsem as f32, 0.0, 1.0) as u8,
+        isolate: read("KDD_RANK_ISOLATE", DEFAULTS.isolate as f32, 0.0, 1.0) as u8,
     })
 }
 

@@ -75,13 +75,14 @@ fn l2_index_reuses_vectors_and_reembeds_only_edited_paragraphs() {
     write_entity(dir, "");
     let o = kdd_env(dir, &["index"], TEST);
     assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(embedded(&o), 3, "{}", text(&o));
+    // 3 section chunks + the event's identity chunk (embed/identity.rs)
+    assert_eq!(embedded(&o), 4, "{}", text(&o));
     let m = manifest(dir);
     assert_eq!(m["index_level"], "L2");
     assert_eq!(m["embedding"]["model"], "kdd-test-hashed-64");
     assert_eq!(m["embedding"]["dimensions"], 64);
     assert_eq!(m["embedding"]["quantization"], "binary-sign");
-    // one vector file per spec, events included (header only)
+    // one vector file per spec, events included (their identity vector)
     assert_eq!(
         embeddings_files(dir),
         vec![
@@ -140,7 +141,11 @@ fn missing_runtime_or_model_indexes_at_l1_with_a_warning_and_back_to_l2() {
     // model back → L2
     let o = kdd_env(dir, &["index"], TEST);
     assert_eq!(manifest(dir)["index_level"], "L2", "{}", text(&o));
-    assert_eq!(embedded(&o), 3);
+    assert_eq!(
+        embedded(&o),
+        4,
+        "3 section chunks + the event's identity chunk"
+    );
     // removed again → L1, the vector files are kept (nothing indexed is lost) …
     let o = kdd_env(dir, &["index"], &[("KDD_NO_EMBED", "1")]);
     assert!(o.status.success());

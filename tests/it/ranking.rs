@@ -207,3 +207,73 @@ fn context_focused_on_one_domain_keeps_the_other_domain_out() {
     assert!(files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
     assert!(files.iter().any(|f| f.contains("/dining/")), "{files:?}");
 }
+
+fn files(v: &Value) -> Vec<String> {
+    v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["source_file"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_question_naming_one_domain_keeps_the_other_domain_down() {
+    let dir = check_repo();
+    // Both domains have cancellation rules with fees and deposits: unfocused, both answer.
+    let all = files(&json(
+        dir.path(),
+        &["query", "cancellation fee and deposit rules"],
+    ));
+    assert!(all.iter().any(|f| f.contains("/clinic/")), "{all:?}");
+    assert!(all.iter().any(|f| f.contains("/dining/")), "{all:?}");
+    // Naming the clinic: every clinic or shared spec ranks above every restaurant spec.
+    let v = json(
+        dir.path(),
+        &["query", "cancellation fee and deposit rules at the clinic"],
+    );
+    let got = files(&v);
+    let first_other = got.iter().position(|f| f.contains("/dining/"));
+    let last_inside = got.iter().rposition(|f| !f.contains("/dining/"));
+    assert!(
+        first_other.is_none_or(|o| last_inside.is_some_and(|i| i < o)),
+        "{got:?}"
+    );
+    assert!(got[0].contains("/clinic/"), "{got:?}");
+    // Shared specs stay eligible; nothing is removed, only reordered.
+    assert!(got.iter().any(|f| f.contains("/_shared/")), "{got:?}");
+}
+
+#[test]
+fn an_event_is_found_by_its_identity_vector() {
+    let dir = crate::util::git_repo();
+    crate::util::copy_dir(
+        &crate::util::fixture("check-multi/specs"),
+        &dir.path().join("specs"),
+    );
+    // L2 with the deterministic test embedder (the real model's figures are in cv.py's reports).
+    let l2 = [("KDD_TEST_EMBEDDER", "1")];
+    let o = crate::util::kdd_env(dir.path(), &["index"], &l2);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = crate::util::kdd_env(
+        dir.path(),
+        &[
+            "search",
+            "--semantic",
+            "--json",
+            "the room planner prepares the consulting room for an accepted appointment",
+        ],
+        &l2,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let top = &v["results"][0];
+    assert!(
+        top["source_file"]
+            .as_str()
+            .unwrap()
+            .ends_with("EVT-Appointment-Booked.md"),
+        "{v}"
+    );
+    assert_eq!(top["match_source"], "semantic", "{v}");
+}
