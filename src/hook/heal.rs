@@ -25,7 +25,7 @@ use crate::git::{self, Entries};
 use crate::index::l2::Level;
 use crate::index::ArtifactExtras;
 use crate::spec::{Diagnostic, Node};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 
 /// Per work tree (in its git dir): digest of the staged specs + index last left consistent.
@@ -226,7 +226,7 @@ impl Staged {
 /// Step 3: what the verification record vouches for.
 pub(super) struct Claims {
     /// Index-relative artifact paths of vouched specs.
-    pub claimed: BTreeSet<String>,
+    pub claimed: HashSet<String>,
     /// Node file (index-relative) → the spec path that owns it.
     pub owner: BTreeMap<String, String>,
     /// Specs to re-derive, in path order.
@@ -236,27 +236,31 @@ pub(super) struct Claims {
 }
 
 impl Claims {
+    /// Linear in the staged entries: the staged specs and the record are both sorted by path
+    /// (one merge walk, no lookup per spec), staged artifacts are looked up in a hash view and
+    /// the claimed set is hashed (at 10k specs the ordered lookups on long shared path prefixes
+    /// were a fifth of a one-spec pre-commit).
     fn check(staged: &Staged, state: &State) -> Claims {
         let mut c = Claims {
-            claimed: BTreeSet::new(),
+            claimed: HashSet::new(),
             owner: BTreeMap::new(),
             todo: Vec::new(),
             unclaimed: Vec::new(),
         };
-        // One key buffer for every lookup: no allocation per artifact.
-        let mut key = art_key("");
-        let prefix = key.len();
-        let mut staged_as = |rel: &str, aid: &gix::ObjectId| {
-            key.truncate(prefix);
-            key.push_str(rel);
-            staged.arts.get(&key) == Some(aid)
-        };
+        let arts: HashMap<&str, &gix::ObjectId> = staged
+            .arts
+            .iter()
+            .map(|(k, id)| (&k[INDEX_DIR.len() + 1..], id))
+            .collect();
+        let mut record = state.specs.iter().peekable();
         for (p, id) in &staged.specs {
-            let vouched = state
-                .specs
-                .get(p)
-                .filter(|(sid, a)| sid == id && a.iter().all(|(rel, aid)| staged_as(rel, aid)));
-            let Some((_, files)) = vouched else {
+            while record.next_if(|(rp, _)| rp.as_str() < p.as_str()).is_some() {}
+            let vouched = record.next_if(|(rp, _)| *rp == p).filter(|(_, (sid, a))| {
+                sid == id
+                    && a.iter()
+                        .all(|(rel, aid)| arts.get(rel.as_str()) == Some(&aid))
+            });
+            let Some((_, (_, files))) = vouched else {
                 c.todo.push(p.clone());
                 continue;
             };
@@ -267,17 +271,19 @@ impl Claims {
                 }
             }
         }
-        let manifest = art_key("manifest.json");
-        c.unclaimed = staged
-            .arts
-            .keys()
-            .filter(|k| **k != manifest)
-            .filter(|k| {
-                !c.claimed
-                    .contains(&ArtifactPaths::owner_rel(&k[INDEX_DIR.len() + 1..]))
-            })
-            .cloned()
-            .collect();
+        for key in staged.arts.keys() {
+            let rel = &key[INDEX_DIR.len() + 1..];
+            if rel == "manifest.json" {
+                continue;
+            }
+            let owned = match rel.strip_prefix("enrichments/") {
+                Some(_) => c.claimed.contains(&ArtifactPaths::owner_rel(rel)),
+                None => c.claimed.contains(rel),
+            };
+            if !owned {
+                c.unclaimed.push(key.clone());
+            }
+        }
         c
     }
 
@@ -324,7 +330,7 @@ struct Plan {
     /// Index-relative path → bytes to write.
     write: BTreeMap<String, Vec<u8>>,
     /// Index-relative paths some live spec owns.
-    keep: BTreeSet<String>,
+    keep: HashSet<String>,
     /// Artifact stems re-derived in this pass (a conflicted artifact of one is replaced).
     derived: BTreeSet<String>,
     /// Spec paths whose node is in the index after the pass.
