@@ -141,6 +141,9 @@ pub enum Command {
     Mcp(commands::mcp::Args),
     /// HTTP retrieval API.
     Serve(commands::serve::Args),
+    /// Git hook entry (`kdd hook post-receive` is where the slim `kdd-hook` hands over).
+    #[command(hide = true)]
+    Hook(commands::hook::Args),
 }
 
 #[cfg(feature = "serve")]
@@ -234,6 +237,7 @@ fn run_command(cli: &Cli) -> anyhow::Result<ExitStatus> {
         Command::Gitattributes(a) => commands::gitattributes::run(a, g),
         Command::Mcp(a) => commands::mcp::run(a, g),
         Command::Serve(a) => commands::serve::run(a, g),
+        Command::Hook(a) => commands::hook::run(a, g),
     }
 }
 
