@@ -252,7 +252,11 @@ install_binaries() {
   command -v cargo >/dev/null || die "cargo not found (install Rust from rustup or your distribution)"
   local t0; t0=$(now)
   say "building release binaries (cargo build --release --locked)"
-  (cd "$HERE" && cargo build --release --locked --bins)
+  # The hook and the merge driver, which git runs on every commit and merge, are built on their
+  # own without the default features: no server stack, no query cache (see ARCHITECTURE.md,
+  # "Features"). Built second, so they replace any full-featured build of the same names.
+  (cd "$HERE" && cargo build --release --locked --bin kdd \
+    && cargo build --release --locked --no-default-features --bin kdd-hook --bin kdd-merge-driver)
   local target
   target=$(cd "$HERE" && cargo metadata --format-version 1 --no-deps --locked \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
@@ -274,6 +278,9 @@ run_checks() {
   cargo fmt --all -- --check
   say "checks: cargo clippy --all-targets -- -D warnings"
   cargo clippy --locked --all-targets -- -D warnings
+  # The slim hook and merge driver (no default features) must keep building, warning-free.
+  say "checks: cargo clippy --no-default-features (kdd-hook, kdd-merge-driver)"
+  cargo clippy --locked --no-default-features --bin kdd-hook --bin kdd-merge-driver -- -D warnings
   # CI runs the spec-parser fuzz (tests/it/fuzz_parse.rs) longer than a local `cargo test`:
   # 5000 mutated cases, about 10 s; override with KDD_FUZZ_CASES.
   say "checks: cargo test (KDD_FUZZ_CASES=${KDD_FUZZ_CASES:-5000})"

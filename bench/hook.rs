@@ -1,7 +1,9 @@
-//! `cargo bench --bench bench -- hook [--specs N] [--iters K]`: cost of the pre-commit hook.
+//! `cargo bench --bench bench -- hook [--specs N[,M…]] [--iters K] [--keep DIR]`: cost of the
+//! pre-commit hook.
 //!
-//! Builds a temporary repository with N synthetic specs (default 10 000) and a committed index,
-//! then measures, with the real `kdd-hook` binary as git runs it:
+//! For each size (default 1 000 and 10 000 specs) builds a temporary repository (under DIR with
+//! `--keep`, left in place for profiling) with N synthetic specs and a committed index, then
+//! measures, with the real `kdd-hook` binary as git runs it:
 //! - the first run without a verification record (fresh clone / new cache);
 //! - a commit touching no spec (the fast path; target well under 50 ms);
 //! - a commit changing one spec (target < 0.5 s at L1);
@@ -81,20 +83,50 @@ fn time_hook(dir: &Path) -> Duration {
 
 /// Run the benchmark.
 pub fn run(args: &[String]) {
-    let mut n = 10_000usize;
+    let mut sizes = vec![1_000usize, 10_000];
     let mut iters = 7usize;
+    let mut keep: Option<std::path::PathBuf> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--specs" => n = it.next().and_then(|v| v.parse().ok()).unwrap_or(n),
+            "--specs" => {
+                let list = it.next().map(String::as_str).unwrap_or_default();
+                let parsed: Vec<usize> = list.split(',').filter_map(|v| v.parse().ok()).collect();
+                if !parsed.is_empty() {
+                    sizes = parsed;
+                }
+            }
             "--iters" => iters = it.next().and_then(|v| v.parse().ok()).unwrap_or(iters),
+            "--keep" => keep = it.next().map(Into::into),
             _ => {}
         }
     }
+    let mut summary = Vec::new();
+    for n in sizes {
+        let (none, one) = run_size(n, iters, keep.as_deref());
+        summary.push(format!(
+            "  {n:>6} specs: no spec changed {}, one spec changed {}",
+            ms(none),
+            ms(one)
+        ));
+    }
+    output::data("hook bench summary (median kdd-hook pre-commit):").ok();
+    for line in summary {
+        output::data(&line).ok();
+    }
+}
+
+/// One repository of `n` specs; returns the medians (no spec changed, one spec changed).
+fn run_size(n: usize, iters: usize, keep: Option<&Path>) -> (Duration, Duration) {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = tmp.path().join("repo");
+    let dir = match keep {
+        Some(k) => k.join(format!("repo-{n}")),
+        None => tmp.path().join("repo"),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let cache = tmp.path().join("cache");
+    let cache = dir.with_extension("cache");
+    let _ = std::fs::remove_dir_all(&cache);
     std::env::set_var("KDD_CACHE_DIR", &cache);
     git(&dir, &["init", "-q", "-b", "main"]);
     git(&dir, &["config", "user.name", "bench"]);
@@ -146,9 +178,10 @@ pub fn run(args: &[String]) {
         nospec.push(time_hook(&dir));
         git(&dir, &["commit", "-q", "--no-verify", "-m", "readme"]);
     }
+    let nospec = median(nospec);
     output::data(&format!(
         "  commit touching no spec: median {} (kdd-hook process, {iters} runs)",
-        ms(median(nospec))
+        ms(nospec)
     ))
     .ok();
 
@@ -162,9 +195,10 @@ pub fn run(args: &[String]) {
         one.push(time_hook(&dir));
         git(&dir, &["commit", "-q", "--no-verify", "-m", "one spec"]);
     }
+    let one = median(one);
     output::data(&format!(
         "  commit changing one spec (L1): median {} ({iters} runs)",
-        ms(median(one))
+        ms(one)
     ))
     .ok();
 
@@ -194,4 +228,5 @@ pub fn run(args: &[String]) {
         ms(median(without))
     ))
     .ok();
+    (nospec, one)
 }

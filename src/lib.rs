@@ -16,12 +16,18 @@
 //! ```
 //!
 //! See `ARCHITECTURE.md` for a walk through each module in this order.
+//!
+//! Features (ARCHITECTURE.md, "Features"): `cache` (the read model, queries, enrichment) and
+//! `serve` (the servers and the full `kdd` CLI; default). Without them the library holds the
+//! write side only, which is all `kdd-hook` and `kdd-merge-driver` link.
 
 pub mod artifact;
+#[cfg(feature = "cache")]
 pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod embed;
+#[cfg(feature = "cache")]
 pub mod enrich;
 pub mod extract;
 pub mod git;
@@ -31,9 +37,11 @@ pub mod index;
 pub mod merge;
 pub mod parse;
 pub mod paths;
+#[cfg(feature = "cache")]
 pub mod query;
 pub mod report;
 pub mod roots;
+#[cfg(feature = "serve")]
 pub mod serve;
 pub mod source;
 pub mod spec;

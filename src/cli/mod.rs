@@ -3,10 +3,19 @@
 //!
 //! Exit codes (all binaries): 0 ok, 1 nothing found / check failed, 2 error.
 
+#[cfg(feature = "serve")]
 pub mod commands;
+/// Without `serve` (the slim `kdd-hook` and `kdd-merge-driver`): only their two commands.
+#[cfg(not(feature = "serve"))]
+pub mod commands {
+    pub mod hook;
+    pub mod merge_driver;
+}
+#[cfg(feature = "serve")]
 pub mod shared;
 pub use crate::report as output;
 
+#[cfg(feature = "serve")]
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -75,6 +84,7 @@ impl GlobalArgs {
     }
 }
 
+#[cfg(feature = "serve")]
 /// `kdd` — git-native retrieval over KDD specs.
 #[derive(Debug, Parser)]
 #[command(name = "kdd", version, about, propagate_version = true)]
@@ -85,6 +95,7 @@ pub struct Cli {
     pub command: Command,
 }
 
+#[cfg(feature = "serve")]
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -130,8 +141,12 @@ pub enum Command {
     Mcp(commands::mcp::Args),
     /// HTTP retrieval API.
     Serve(commands::serve::Args),
+    /// Git hook entry (`kdd hook post-receive` is where the slim `kdd-hook` hands over).
+    #[command(hide = true)]
+    Hook(commands::hook::Args),
 }
 
+#[cfg(feature = "serve")]
 /// Entry point of the `kdd` binary.
 ///
 /// With `--json` anywhere on the command line every error is a JSON object on stdout too
@@ -154,10 +169,12 @@ pub fn main() -> ExitCode {
     finish(r)
 }
 
+#[cfg(feature = "serve")]
 fn json_error(code: &str, message: &str) -> std::io::Result<()> {
     output::json(&serde_json::json!({"error": {"code": code, "message": message}}))
 }
 
+#[cfg(feature = "serve")]
 /// A command line clap rejects: its text on stderr as usual (and JSON on stdout with
 /// `--json`); `--help` / `--version` print normally.
 fn usage_error(e: clap::Error, json: bool) -> ExitCode {
@@ -181,6 +198,7 @@ fn usage_error(e: clap::Error, json: bool) -> ExitCode {
     ExitStatus::Error.into()
 }
 
+#[cfg(feature = "serve")]
 fn dispatch(cli: &Cli) -> anyhow::Result<ExitStatus> {
     match run_command(cli) {
         // A read met a damaged query cache; its generation is condemned, so running the
@@ -194,6 +212,7 @@ fn dispatch(cli: &Cli) -> anyhow::Result<ExitStatus> {
     }
 }
 
+#[cfg(feature = "serve")]
 fn run_command(cli: &Cli) -> anyhow::Result<ExitStatus> {
     let g = &cli.global;
     match &cli.command {
@@ -218,6 +237,7 @@ fn run_command(cli: &Cli) -> anyhow::Result<ExitStatus> {
         Command::Gitattributes(a) => commands::gitattributes::run(a, g),
         Command::Mcp(a) => commands::mcp::run(a, g),
         Command::Serve(a) => commands::serve::run(a, g),
+        Command::Hook(a) => commands::hook::run(a, g),
     }
 }
 

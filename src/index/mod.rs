@@ -1,15 +1,19 @@
-//! Index: drive parse → extract → artifact over a specs tree.
+//! Index: the one write path from spec bytes to `.kdd-index/` artifacts.
 //!
+//! - The pure core is [`derive_spec`] (`derive.rs`): spec path + bytes → the node and the exact
+//!   artifact bytes, no I/O. [`artifact_files`] is the ONE function that renders an
+//!   [`Extracted`]; the L2 step plugs in there through [`ArtifactExtras`] (see its docs).
+//!   Every writer derives through it: [`full`] (`kdd index`, `full.rs`), [`apply`] (the
+//!   bare-repo mirror, `apply.rs`), the staged-tree heal (`crate::hook`: pre-commit, post-merge,
+//!   `kdd resolve`) and `kdd verify` ([`derive_index`]). The manifest rule is written once
+//!   (`derive.rs`).
 //! - [`full`] walks the specs root and the documents roots (`crate::roots`) of the work tree
 //!   (rayon), writes every spec's and document's artifacts,
 //!   removes artifacts of specs that are gone and writes the manifest. Unchanged specs rewrite
 //!   nothing ([`crate::artifact::write_if_changed`]), so a re-run leaves the tree byte-identical.
-//! - [`apply`] is the incremental entry the pre-commit hook calls with staged blob contents
+//! - [`apply`] is the incremental entry of the bare-repo mirror with contents read from git
 //!   (a rename is a delete + an add). Its [`Outcome`] lists exactly the repo-relative artifact
-//!   paths written and removed, so the hook can stage those and nothing else.
-//! - [`artifact_files`] is the ONE function that turns an [`Extracted`] into its artifact files.
-//!   The L2 step plugs in there through [`ArtifactExtras`] (see its docs): nothing else in this
-//!   module needs to change to add embeddings.
+//!   paths written and removed.
 //!
 //! Duplicate node ids across files: the lexicographically first path wins, deterministically;
 //! the other file gets an error naming both files and writes nothing. One bad spec never aborts
@@ -21,14 +25,12 @@
 
 use crate::artifact::{
     self, read_manifest, remove_artifacts, render_links, render_manifest, render_node,
-    ArtifactPaths, IndexStore, Manifest,
+    ArtifactPaths, Manifest,
 };
 use crate::config::Settings;
 use crate::spec::{Diagnostic, Extracted, Node, Severity};
-use rayon::prelude::*;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Errors that stop a whole run (per-file problems are diagnostics, never errors).
 #[derive(Debug, thiserror::Error)]
@@ -120,13 +122,17 @@ impl Outcome {
 }
 
 pub use crate::source::is_spec_path;
+pub use apply::{apply, apply_with};
 pub use derive::{
     derive_index, derive_manifest, derive_spec, kdd_yaml_path, Derived, DerivedIndex,
 };
 pub use roots::{with_manifest_docs, with_manifest_specs_root};
 pub use vectors::{embed_specs, EmbedStats, SpecVectors};
 
+mod apply;
 mod derive;
+mod full;
+pub use full::full;
 pub mod l2;
 mod roots;
 pub mod vectors;
@@ -206,42 +212,45 @@ struct Written {
     removed: Vec<String>,
     /// Index-relative paths the spec owns now.
     expected: Vec<String>,
-    warning: Option<Diagnostic>,
 }
 
-struct Writer<'a> {
+struct Writer {
     paths: ArtifactPaths,
     prefix: String,
-    opts: Options<'a>,
 }
 
-impl Writer<'_> {
-    /// Write one spec's artifacts; returns (written repo-relative paths, expected rel paths).
-    fn write(&self, ex: &Extracted) -> Result<Written, Error> {
-        let (files, warn) = artifact_files(ex, self.opts.extras, &self.paths);
+impl Writer {
+    fn new(settings: &Settings) -> Writer {
+        Writer {
+            paths: ArtifactPaths::new(&settings.index_dir),
+            prefix: index_prefix(settings),
+        }
+    }
+
+    /// Write one derived spec's artifacts (see [`Written`]).
+    fn write(&self, d: &Derived) -> Result<Written, Error> {
         let mut written = Vec::new();
         let mut removed = Vec::new();
         let mut expected = Vec::new();
-        for (rel, bytes) in files {
-            if artifact::write_artifact(&self.paths, &rel, &bytes)? {
+        for (rel, bytes) in &d.files {
+            if artifact::write_artifact(&self.paths, rel, bytes)? {
                 written.push(format!("{}{rel}", self.prefix));
             }
-            expected.push(rel);
+            expected.push(rel.clone());
         }
-        if ex.links.is_empty() {
+        let edges = ArtifactPaths::edges_rel(&d.node);
+        if !expected.contains(&edges) {
             // A spec that lost all its links: its old edges file goes.
-            let rel = ArtifactPaths::edges_rel(&ex.node);
-            let abs = self.paths.abs(&rel);
+            let abs = self.paths.abs(&edges);
             if std::fs::remove_file(&abs).is_ok() {
                 prune(self.paths.root(), &abs);
-                removed.push(format!("{}{rel}", self.prefix));
+                removed.push(format!("{}{edges}", self.prefix));
             }
         }
         Ok(Written {
             written,
             removed,
             expected,
-            warning: warn,
         })
     }
 
@@ -300,115 +309,11 @@ fn build_manifest(
     m
 }
 
-fn write_manifest(m: &Manifest, w: &Writer<'_>, out: &mut Outcome) -> Result<(), Error> {
+fn write_manifest(m: &Manifest, w: &Writer, out: &mut Outcome) -> Result<(), Error> {
     if artifact::write_artifact(&w.paths, "manifest.json", &render_manifest(m))? {
         out.written.push(format!("{}manifest.json", w.prefix));
     }
     Ok(())
-}
-
-/// Index every spec of the work tree (see the module docs).
-pub fn full(settings: &Settings, opts: &Options<'_>) -> Result<Outcome, Error> {
-    let (files, walk_diags) = list_specs(settings)?;
-    let paths = ArtifactPaths::new(&settings.index_dir);
-    let w = Writer {
-        paths: paths.clone(),
-        prefix: index_prefix(settings),
-        opts: *opts,
-    };
-    let mut out = Outcome {
-        files: files.len() + walk_diags.len(),
-        // A missing documents root is a warning, not a failed file.
-        failed: walk_diags
-            .iter()
-            .filter(|d| d.severity == Severity::Error)
-            .count(),
-        diagnostics: walk_diags,
-        ..Outcome::default()
-    };
-    let done = AtomicUsize::new(0);
-    let total = files.len();
-    let results: Vec<Result<Extracted, Diagnostic>> = files
-        .par_iter()
-        .map(|p| {
-            let r = read_spec(settings, p)
-                .and_then(|bytes| crate::extract::extract(p, &bytes, &settings.specs_root));
-            if let Some(cb) = opts.progress {
-                cb(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-            }
-            r
-        })
-        .collect();
-    let mut winners: BTreeMap<String, Extracted> = BTreeMap::new();
-    for r in results {
-        match r {
-            Ok(mut ex) => {
-                out.diagnostics.append(&mut ex.diagnostics);
-                if let Some(w) = winners.get(&ex.node.id) {
-                    out.failed += 1;
-                    out.diagnostics.push(duplicate_error(
-                        &ex.node.source_file,
-                        &w.node.source_file,
-                        &ex.node.id,
-                    ));
-                } else {
-                    winners.insert(ex.node.id.clone(), ex);
-                }
-            }
-            Err(d) => {
-                out.failed += 1;
-                out.diagnostics.push(d);
-            }
-        }
-    }
-    let list: Vec<&Extracted> = winners.values().collect();
-    let written: Vec<Result<_, Error>> = list.par_iter().map(|ex| w.write(ex)).collect();
-    let mut expected: BTreeSet<String> = BTreeSet::new();
-    for r in written {
-        let r = r?;
-        out.written.extend(r.written);
-        out.removed.extend(r.removed);
-        expected.extend(r.expected);
-        out.diagnostics.extend(r.warning);
-    }
-    out.indexed = list.len();
-    // Remove artifacts of specs that are gone (and stale files of live specs, e.g. an edges
-    // file whose spec lost all its links). Embeddings (and L3 enrichments) of live specs stay.
-    let live: BTreeSet<String> = list
-        .iter()
-        .map(|e| ArtifactPaths::node_stem(&e.node))
-        .collect();
-    let store = IndexStore::new(&settings.index_dir);
-    let mut existing = Vec::new();
-    for top in ["nodes", "edges", "embeddings", "enrichments"] {
-        list_files(&store.paths.root().join(top), top, &mut existing);
-    }
-    for rel in existing {
-        let Some((top, stem)) = stem_of(&rel) else {
-            continue;
-        };
-        let keep = if top == "embeddings" || top == "enrichments" {
-            live.contains(stem)
-        } else {
-            expected.contains(&rel)
-        };
-        if !keep {
-            let abs = paths.abs(&rel);
-            if std::fs::remove_file(&abs).is_ok() {
-                prune(paths.root(), &abs);
-                out.removed.push(format!("{}{rel}", w.prefix));
-            }
-        }
-    }
-    let kdd_yaml = settings.specs_dir().join("_kdd.yaml");
-    let kv = crate::source::read_regular(&kdd_yaml, "_kdd.yaml", crate::parse::MAX_SPEC_BYTES)
-        .ok()
-        .and_then(|b| kdd_version(&b));
-    let nodes: Vec<&Node> = list.iter().map(|e| &e.node).collect();
-    let m = build_manifest(settings, &nodes, kv, opts, &paths);
-    write_manifest(&m, &w, &mut out)?;
-    out.finish();
-    Ok(out)
 }
 
 /// Repo-relative paths (`rel/…`) of the regular files under `dir`, recursively; links and
@@ -436,155 +341,4 @@ fn prune(root: &Path, file: &Path) {
         }
         dir = d.parent();
     }
-}
-
-/// Incremental update from changed spec contents and deleted paths (see the module docs).
-pub fn apply(
-    settings: &Settings,
-    changed: Vec<SpecSource>,
-    deleted: Vec<String>,
-) -> Result<Outcome, Error> {
-    apply_with(settings, changed, deleted, &Options::default())
-}
-
-/// [`apply`] with options (the L2 extras).
-pub fn apply_with(
-    settings: &Settings,
-    changed: Vec<SpecSource>,
-    deleted: Vec<String>,
-    opts: &Options<'_>,
-) -> Result<Outcome, Error> {
-    let paths = ArtifactPaths::new(&settings.index_dir);
-    let w = Writer {
-        paths: paths.clone(),
-        prefix: index_prefix(settings),
-        opts: *opts,
-    };
-    let mut out = Outcome::default();
-    let store = IndexStore::new(&settings.index_dir);
-    let (existing, errors) = store.load_nodes()?;
-    for e in errors {
-        out.diagnostics.push(Diagnostic {
-            severity: Severity::Warning,
-            file: String::new(),
-            line: None,
-            message: e.to_string(),
-        });
-    }
-    let mut by_id: HashMap<String, Node> = HashMap::new();
-    let mut by_file: HashMap<String, Vec<String>> = HashMap::new();
-    for n in existing {
-        by_file
-            .entry(n.source_file.clone())
-            .or_default()
-            .push(n.id.clone());
-        by_id.insert(n.id.clone(), n);
-    }
-    let mut kv = None;
-    let kdd_yaml = if settings.specs_root.is_empty() {
-        "_kdd.yaml".to_string()
-    } else {
-        format!("{}/_kdd.yaml", settings.specs_root)
-    };
-    let mut specs: Vec<SpecSource> = Vec::new();
-    for s in changed {
-        if s.path == kdd_yaml {
-            kv = kdd_version(&s.bytes);
-        } else if settings.roots().is_source(&s.path) {
-            specs.push(s);
-        }
-    }
-    specs.sort_by(|a, b| a.path.cmp(&b.path));
-    specs.dedup_by(|a, b| a.path == b.path);
-    // Deleted files (a path both deleted and changed counts as changed).
-    let changed_paths: BTreeSet<&str> = specs.iter().map(|s| s.path.as_str()).collect();
-    for path in &deleted {
-        if changed_paths.contains(path.as_str()) {
-            continue;
-        }
-        for id in by_file.remove(path).unwrap_or_default() {
-            if let Some(n) = by_id.remove(&id) {
-                w.remove(&n, &mut out)?;
-            }
-        }
-    }
-    out.files = specs.len();
-    let results: Vec<Result<Extracted, Diagnostic>> = specs
-        .par_iter()
-        .map(|s| {
-            if s.bytes.len() > crate::parse::MAX_SPEC_BYTES {
-                return Err(Diagnostic {
-                    severity: Severity::Error,
-                    file: s.path.clone(),
-                    line: None,
-                    message: format!(
-                        "file is {} bytes, over the {} MB limit for a spec; skipped",
-                        s.bytes.len(),
-                        crate::parse::MAX_SPEC_BYTES / (1024 * 1024)
-                    ),
-                });
-            }
-            crate::extract::extract(&s.path, &s.bytes, &settings.specs_root)
-        })
-        .collect();
-    // Old nodes of successfully re-extracted files whose id changed are gone. A file that
-    // fails keeps its previous artifacts (nothing indexed is lost; `kdd status` shows it stale).
-    for ex in results.iter().flatten() {
-        for id in by_file.remove(&ex.node.source_file).unwrap_or_default() {
-            if id != ex.node.id {
-                if let Some(n) = by_id.remove(&id) {
-                    w.remove(&n, &mut out)?;
-                }
-            } else {
-                by_id.remove(&id);
-            }
-        }
-    }
-    for r in results {
-        let mut ex = match r {
-            Ok(ex) => ex,
-            Err(mut d) => {
-                out.failed += 1;
-                if by_file.contains_key(&d.file) {
-                    d.message.push_str("; its previous index entry is kept");
-                }
-                out.diagnostics.push(d);
-                continue;
-            }
-        };
-        out.diagnostics.append(&mut ex.diagnostics);
-        let id = ex.node.id.clone();
-        if let Some(other) = by_id.get(&id).cloned() {
-            if other.source_file < ex.node.source_file {
-                out.failed += 1;
-                out.diagnostics.push(duplicate_error(
-                    &ex.node.source_file,
-                    &other.source_file,
-                    &id,
-                ));
-                continue;
-            }
-            // The new file wins: the other one is no longer indexed.
-            w.remove(&other, &mut out)?;
-            out.diagnostics.push(duplicate_error(
-                &other.source_file,
-                &ex.node.source_file,
-                &id,
-            ));
-        }
-        let r = w.write(&ex)?;
-        out.written.extend(r.written);
-        out.removed.extend(r.removed);
-        out.diagnostics.extend(r.warning);
-        out.indexed += 1;
-        by_id.insert(id, ex.node);
-    }
-    let nodes: Vec<&Node> = by_id.values().collect();
-    let m = build_manifest(settings, &nodes, kv, opts, &paths);
-    write_manifest(&m, &w, &mut out)?;
-    // A path both removed and rewritten in this run was updated, not removed.
-    let written: BTreeSet<String> = out.written.iter().cloned().collect();
-    out.removed.retain(|p| !written.contains(p));
-    out.finish();
-    Ok(out)
 }

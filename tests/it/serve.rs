@@ -839,3 +839,42 @@ fn bare_repo_serves_pushes_from_two_clones() {
     ]);
     assert_eq!(refs.trim(), "refs/heads/main");
 }
+
+/// The slim `kdd-hook` (built without the `serve` feature) hands `post-receive` over to
+/// `kdd hook post-receive`: that entry of the full binary refreshes the served mirror of the
+/// pushed ref exactly as `kdd-hook post-receive` does.
+#[test]
+fn kdd_hook_post_receive_refreshes_the_served_mirror() {
+    let r = indexed_repo();
+    let bare = r.tmp.path().join("server.git");
+    r.git(&[
+        "clone",
+        "-q",
+        "--bare",
+        r.dir.to_str().unwrap(),
+        bare.to_str().unwrap(),
+    ]);
+    let head = r.git(&["rev-parse", "HEAD"]);
+    let branch = r.git(&["symbolic-ref", "HEAD"]);
+    let line = format!("{} {} {}\n", "0".repeat(40), head.trim(), branch.trim());
+    let mut child = command(env!("CARGO_BIN_EXE_kdd"), &bare)
+        .args(["hook", "post-receive"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kdd hook");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(line.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains(&format!("kdd: {}", branch.trim())) && err.contains("node(s)"),
+        "post-receive report: {err}"
+    );
+}

@@ -40,7 +40,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         }
     };
     if args.name == "post-receive" {
-        crate::serve::receive::run_hook(&settings)?;
+        post_receive(&settings)?;
         return Ok(ExitStatus::Success);
     }
     if settings.bare {
@@ -104,6 +104,38 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         )),
     }
     Ok(ExitStatus::Success)
+}
+
+/// `post-receive`: refresh the served mirrors of the pushed refs.
+#[cfg(feature = "serve")]
+fn post_receive(settings: &Settings) -> anyhow::Result<()> {
+    crate::serve::receive::run_hook(settings)
+}
+
+/// `post-receive` in the slim `kdd-hook` (no cache linked): the full `kdd` binary, beside this
+/// one or else on `PATH`, refreshes the served mirrors (`kdd hook post-receive`, same stdin).
+#[cfg(not(feature = "serve"))]
+fn post_receive(settings: &Settings) -> anyhow::Result<()> {
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("kdd")))
+        .filter(|p| p.is_file());
+    let kdd = beside.unwrap_or_else(|| "kdd".into());
+    let status = std::process::Command::new(&kdd)
+        .current_dir(&settings.repo_root)
+        .args(["hook", "post-receive"])
+        .status();
+    match status {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            output::warn(&format!(
+                "kdd-hook post-receive: cannot run `{}` ({e}); the served index was not updated \
+                 (install kdd beside kdd-hook)",
+                kdd.display()
+            ));
+            Ok(())
+        }
+    }
 }
 
 fn print_report(r: &Report, name: &str) {

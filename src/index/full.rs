@@ -1,0 +1,144 @@
+//! [`full`]: index every spec and document of the work tree, as named steps: list the files,
+//! derive each through the pure core ([`super::derive_spec`], rayon), keep the first path of
+//! each id, write, prune what no live spec owns, write the manifest.
+//!
+//! Unchanged specs rewrite nothing ([`crate::artifact::write_if_changed`]), so a re-run leaves the
+//! tree byte-identical; one unreadable spec is a diagnostic, never an abort.
+
+use super::{
+    build_manifest, duplicate_error, list_files, list_specs, prune, read_spec, stem_of,
+    write_manifest, Derived, Error, Options, Outcome, Writer,
+};
+use crate::artifact::{ArtifactPaths, IndexStore};
+use crate::config::Settings;
+use crate::spec::{Diagnostic, Node, Severity};
+use rayon::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Index every spec of the work tree (see the module docs).
+pub fn full(settings: &Settings, opts: &Options<'_>) -> Result<Outcome, Error> {
+    let (files, walk_diags) = list_specs(settings)?;
+    let w = Writer::new(settings);
+    let mut out = Outcome {
+        files: files.len() + walk_diags.len(),
+        // A missing documents root is a warning, not a failed file.
+        failed: walk_diags
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count(),
+        diagnostics: walk_diags,
+        ..Outcome::default()
+    };
+    let results = derive_files(settings, &files, opts);
+    let winners = first_path_wins(results, &mut out);
+    let list: Vec<&Derived> = winners.values().collect();
+    let written: Vec<Result<_, Error>> = list.par_iter().map(|d| w.write(d)).collect();
+    let mut expected: BTreeSet<String> = BTreeSet::new();
+    for r in written {
+        let r = r?;
+        out.written.extend(r.written);
+        out.removed.extend(r.removed);
+        expected.extend(r.expected);
+    }
+    out.indexed = list.len();
+    let live: BTreeSet<String> = list
+        .iter()
+        .map(|d| ArtifactPaths::node_stem(&d.node))
+        .collect();
+    prune_unowned(settings, &w, &live, &expected, &mut out);
+    let kdd_yaml = settings.specs_dir().join("_kdd.yaml");
+    let kv = crate::source::read_regular(&kdd_yaml, "_kdd.yaml", crate::parse::MAX_SPEC_BYTES)
+        .ok()
+        .and_then(|b| super::kdd_version(&b));
+    let nodes: Vec<&Node> = list.iter().map(|d| &d.node).collect();
+    let m = build_manifest(settings, &nodes, kv, opts, &w.paths);
+    write_manifest(&m, &w, &mut out)?;
+    out.finish();
+    Ok(out)
+}
+
+/// Read and derive every file (in parallel, reporting progress), in path order.
+fn derive_files(
+    settings: &Settings,
+    files: &[String],
+    opts: &Options<'_>,
+) -> Vec<Result<Derived, Diagnostic>> {
+    let done = AtomicUsize::new(0);
+    let total = files.len();
+    files
+        .par_iter()
+        .map(|p| {
+            let r = read_spec(settings, p)
+                .and_then(|bytes| super::derive_spec(settings, p, &bytes, opts.extras));
+            if let Some(cb) = opts.progress {
+                cb(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+            }
+            r
+        })
+        .collect()
+}
+
+/// Duplicate node ids: the first path in order wins; the others are failed files with an
+/// error naming both. Every other diagnostic is collected into `out`.
+fn first_path_wins(
+    results: Vec<Result<Derived, Diagnostic>>,
+    out: &mut Outcome,
+) -> BTreeMap<String, Derived> {
+    let mut winners: BTreeMap<String, Derived> = BTreeMap::new();
+    for r in results {
+        match r {
+            Ok(mut d) => {
+                out.diagnostics.append(&mut d.diagnostics);
+                if let Some(w) = winners.get(&d.node.id) {
+                    out.failed += 1;
+                    out.diagnostics.push(duplicate_error(
+                        &d.node.source_file,
+                        &w.node.source_file,
+                        &d.node.id,
+                    ));
+                } else {
+                    winners.insert(d.node.id.clone(), d);
+                }
+            }
+            Err(d) => {
+                out.failed += 1;
+                out.diagnostics.push(d);
+            }
+        }
+    }
+    winners
+}
+
+/// Remove artifacts of specs that are gone (and stale files of live specs, e.g. an edges file
+/// whose spec lost all its links). Embeddings (and L3 enrichments) of live specs stay.
+fn prune_unowned(
+    settings: &Settings,
+    w: &Writer,
+    live: &BTreeSet<String>,
+    expected: &BTreeSet<String>,
+    out: &mut Outcome,
+) {
+    let store = IndexStore::new(&settings.index_dir);
+    let mut existing = Vec::new();
+    for top in ["nodes", "edges", "embeddings", "enrichments"] {
+        list_files(&store.paths.root().join(top), top, &mut existing);
+    }
+    for rel in existing {
+        let Some((top, stem)) = stem_of(&rel) else {
+            continue;
+        };
+        let keep = if top == "embeddings" || top == "enrichments" {
+            live.contains(stem)
+        } else {
+            expected.contains(&rel)
+        };
+        if !keep {
+            let abs = w.paths.abs(&rel);
+            if std::fs::remove_file(&abs).is_ok() {
+                prune(w.paths.root(), &abs);
+                out.removed.push(format!("{}{rel}", w.prefix));
+            }
+        }
+    }
+}
