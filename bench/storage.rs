@@ -7,7 +7,7 @@
 //! - Synthetic corpora from `bench/synth.rs` (default 1k and 10k specs), indexed at L2 with the
 //!   hashed TEST embedder (only sizes matter here). Its vectors have 64 dimensions, so the L2
 //!   line is also projected to the real model's 384: every record counted at its v2 size for 384
-//!   dimensions (8-byte key + 48 bytes of sign bits).
+//!   dimensions (8-byte key + the written quantisation's record, `QUANT.record_len`).
 //!
 //! L1 = manifest + nodes + edges; L2 = L1 + embeddings (file content bytes, no directory
 //! entries).

@@ -10,7 +10,7 @@
 //!   edges/<kind>/[<domain>/]<id>.jsonl    that spec's links, one line per (type, domain) group
 //!                                         with its sorted targets (`links.rs`)
 //!   embeddings/<kind>/[<domain>/]<id>.bin that spec's chunk vectors (L2 only, see `embed::store`:
-//!                                         8-byte keys, model fingerprint, sign bits)
+//!                                         8-byte keys, model fingerprint, int4 codes)
 //!   enrichments/<kind>/[<domain>/]<id>.json what the developer's agent said (L3, `kdd enrich`)
 //! ```
 //!
@@ -114,7 +114,7 @@ pub struct EmbeddingInfo {
     /// Model id, e.g. `multilingual-e5-small-int8`.
     pub model: String,
     pub dimensions: u32,
-    /// Stored quantisation: `binary-sign` (format v2), `int8-scaled` (v1).
+    /// Stored quantisation: `int4-scaled` (format v2 as written), `binary-sign` (v2, read), `int8-scaled` (v1).
     pub quantization: String,
 }
 

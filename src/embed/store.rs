@@ -34,6 +34,11 @@
 //! cosine distance (the cache's arroy index) no scale is needed, the decoded vector is
 //! ±1/√dims and the query stays float (asymmetric scoring).
 //!
+//! Measured on the 60 dev queries (real model, everything else equal): int8 nDCG@10 0.761,
+//! Hit@5 0.883, P@5 0.443; **int4 0.766 / 0.883 / 0.443**; binary 0.733 / 0.917 / 0.420 with
+//! the paraphrase slice falling from 0.791 to 0.726. Int4 is the smallest that keeps quality, so
+//! it is written (196 bytes + key per 384-d record); binary stays readable.
+//!
 //! No timestamps, no platform-dependent fields: the same vectors give the same bytes everywhere.
 //! Decoding is bounded: dims ≤ 8192, the length must be exactly header + k × record length.
 
@@ -108,9 +113,9 @@ impl Quant {
 }
 
 /// The quantisation this build writes (see the module doc for the dev-set figures).
-pub const QUANT: Quant = Quant::Binary;
+pub const QUANT: Quant = Quant::Int4;
 /// Quantisation name recorded in the manifest's `embedding.quantization`.
-pub const QUANTIZATION: &str = "binary-sign";
+pub const QUANTIZATION: &str = "int4-scaled";
 
 /// The fingerprint of a model id.
 pub fn fingerprint(model: &str) -> Fingerprint {
