@@ -211,25 +211,7 @@ fn merge_sides(
     sides: Vec<Index>,
     time_of: &mut TimeOf<'_>,
 ) -> Result<Report, Error> {
-    for (r, idx) in revs.iter().zip(&sides) {
-        if idx.manifest.is_none() {
-            return Err(Error::ManifestNotFound(r.clone()));
-        }
-    }
-    // Manifests: pairwise compatible, folded left to right.
-    let bm = base.as_ref().and_then(|b| b.manifest.clone());
-    let mut manifest = sides[0].manifest.clone().expect("checked");
-    for s in &sides[1..] {
-        let m = s.manifest.as_ref().expect("checked");
-        if m.structure != manifest.structure {
-            return Err(Error::Incompatible(
-                "Cannot merge single-domain with multi-domain indices".into(),
-            ));
-        }
-        manifest = merge_manifests(bm.as_ref(), &manifest, m).map_err(Error::Incompatible)?;
-    }
-    let _ = INCOMPATIBLE;
-
+    let manifest = fold_manifests(revs, base.as_ref(), &sides)?;
     let mut report = Report {
         refs: revs.to_vec(),
         base: base_rev.clone(),
@@ -254,125 +236,177 @@ fn merge_sides(
         // Delete-wins: in the base, missing on some side.
         if let Some(be) = b {
             if present.len() < sides.len() {
-                let changed: Vec<&str> = present
-                    .iter()
-                    .filter(|(_, e)| {
-                        !crate::spec::same_content(&e.node.source_hash, &be.node.source_hash)
-                    })
-                    .map(|(i, _)| revs[*i].as_str())
-                    .collect();
-                if !changed.is_empty() {
-                    report.warnings.push(format!(
-                        "{}: deleted on one side but modified on {}; the deletion wins",
-                        be.node.id,
-                        changed.join(", ")
-                    ));
-                }
-                report.deleted.push(be.node.id.clone());
-                if !present.is_empty() {
-                    report.conflicts_resolved.push(Resolved {
-                        node: be.node.id.clone(),
-                        rule: "delete-wins".into(),
-                        winner: None,
-                        detail: "deleted on at least one side; its edges and embeddings go too"
-                            .into(),
-                    });
-                }
+                delete_wins(&mut report, revs, be, &present);
                 continue;
             }
         }
         if present.is_empty() {
             continue;
         }
-        // Versions that differ from the base.
-        let changed: Vec<(usize, &Entry)> = present
-            .iter()
-            .filter(|(_, e)| b.is_none_or(|be| *e != be))
-            .cloned()
-            .collect();
-        let distinct: BTreeSet<&str> = changed
-            .iter()
-            .map(|(_, e)| crate::spec::hash_key(&e.node.source_hash))
-            .collect();
-        let winner: (usize, &Entry) = if changed.is_empty() {
-            present[0]
-        } else if distinct.len() <= 1 {
-            changed[0]
-        } else {
-            // Last-write-wins by the time of the commit that last changed the spec on each side.
-            let mut best: Option<(i64, Vec<u8>, usize, &Entry)> = None;
-            for (i, e) in &changed {
-                let t = time_of(*i, stem, e)?.unwrap_or(i64::MIN);
-                let bytes = e.raw.clone();
-                let better = match &best {
-                    None => true,
-                    Some((bt, bb, _, _)) => t > *bt || (t == *bt && bytes < *bb),
-                };
-                if better {
-                    best = Some((t, bytes, *i, e));
-                }
-            }
-            let (t, _, i, e) = best.expect("at least two changed versions");
-            report.conflicts_resolved.push(Resolved {
-                node: e.node.id.clone(),
-                rule: "last-write-wins".into(),
-                winner: Some(revs[i].clone()),
-                detail: format!(
-                    "{} versions; {} changed {} last (commit time {t})",
-                    distinct.len(),
-                    revs[i],
-                    e.node.source_file
-                ),
-            });
-            (i, e)
-        };
-        let (_, we) = winner;
-        // Edges: union of the sides minus links any side removed relative to the base.
-        let mut links: BTreeSet<crate::artifact::links::LinkLine> = present
-            .iter()
-            .flat_map(|(_, e)| e.links.iter().cloned())
-            .collect();
-        if let Some(be) = b {
-            for l in &be.links {
-                if present.iter().any(|(_, e)| !e.links.contains(l)) {
-                    links.remove(l);
-                }
-            }
-        }
-        let edges = super::render_link_lines(links.iter());
-        report.nodes += 1;
-        report.edges += links.iter().map(|(l, _)| l).collect::<BTreeSet<_>>().len();
-        report
-            .files
-            .insert(format!("nodes/{stem}.json"), we.raw.clone());
-        report.files.insert(format!("edges/{stem}.jsonl"), edges);
-        if let Some(emb) = &we.embedding {
-            report
-                .files
-                .insert(format!("embeddings/{stem}.bin"), emb.clone());
-        }
-        // Enrichments: every side's entries, minus those a side removed relative to the base
-        // (the driver's rule); readers pick the entry whose hash matches the spec.
-        let base_enr = b.and_then(|be| be.enrichment.as_deref());
-        let mut enr: Option<Vec<u8>> = None;
-        for (_, e) in &present {
-            let Some(theirs) = e.enrichment.as_deref() else {
-                continue;
-            };
-            enr = Some(match enr {
-                None => theirs.to_vec(),
-                Some(acc) => crate::artifact::enrichment::merge_enrichment(base_enr, &acc, theirs)
-                    .unwrap_or(acc),
-            });
-        }
-        if let Some(bytes) = enr {
-            report
-                .files
-                .insert(format!("enrichments/{stem}.json"), bytes);
-        }
+        let (_, we) = pick_winner(&mut report, revs, stem, b, &present, time_of)?;
+        emit(&mut report, stem, b, we, &present);
     }
     report
         .files
         .insert("manifest.json".into(), render_manifest(&manifest));
     Ok(report)
+}
+
+/// Every side's manifest, checked present and pairwise compatible, folded left to right.
+fn fold_manifests(
+    revs: &[String],
+    base: Option<&Index>,
+    sides: &[Index],
+) -> Result<crate::artifact::Manifest, Error> {
+    for (r, idx) in revs.iter().zip(sides) {
+        if idx.manifest.is_none() {
+            return Err(Error::ManifestNotFound(r.clone()));
+        }
+    }
+    let bm = base.and_then(|b| b.manifest.clone());
+    let mut manifest = sides[0].manifest.clone().expect("checked");
+    for s in &sides[1..] {
+        let m = s.manifest.as_ref().expect("checked");
+        if m.structure != manifest.structure {
+            return Err(Error::Incompatible(
+                "Cannot merge single-domain with multi-domain indices".into(),
+            ));
+        }
+        manifest = merge_manifests(bm.as_ref(), &manifest, m).map_err(Error::Incompatible)?;
+    }
+    let _ = INCOMPATIBLE;
+    Ok(manifest)
+}
+
+/// A node of the base that some side deleted: the deletion wins (warned when another side
+/// modified it).
+fn delete_wins(report: &mut Report, revs: &[String], be: &Entry, present: &[(usize, &Entry)]) {
+    let changed: Vec<&str> = present
+        .iter()
+        .filter(|(_, e)| !crate::spec::same_content(&e.node.source_hash, &be.node.source_hash))
+        .map(|(i, _)| revs[*i].as_str())
+        .collect();
+    if !changed.is_empty() {
+        report.warnings.push(format!(
+            "{}: deleted on one side but modified on {}; the deletion wins",
+            be.node.id,
+            changed.join(", ")
+        ));
+    }
+    report.deleted.push(be.node.id.clone());
+    if !present.is_empty() {
+        report.conflicts_resolved.push(Resolved {
+            node: be.node.id.clone(),
+            rule: "delete-wins".into(),
+            winner: None,
+            detail: "deleted on at least one side; its edges and embeddings go too".into(),
+        });
+    }
+}
+
+/// The version of a node that wins: the one side that changed it, else the last write (by the
+/// time of the commit that last changed the spec on each side, ties by bytes).
+fn pick_winner<'e>(
+    report: &mut Report,
+    revs: &[String],
+    stem: &str,
+    b: Option<&Entry>,
+    present: &[(usize, &'e Entry)],
+    time_of: &mut TimeOf<'_>,
+) -> Result<(usize, &'e Entry), Error> {
+    // Versions that differ from the base.
+    let changed: Vec<(usize, &Entry)> = present
+        .iter()
+        .filter(|(_, e)| b.is_none_or(|be| *e != be))
+        .cloned()
+        .collect();
+    let distinct: BTreeSet<&str> = changed
+        .iter()
+        .map(|(_, e)| crate::spec::hash_key(&e.node.source_hash))
+        .collect();
+    if changed.is_empty() {
+        return Ok(present[0]);
+    }
+    if distinct.len() <= 1 {
+        return Ok(changed[0]);
+    }
+    let mut best: Option<(i64, Vec<u8>, usize, &Entry)> = None;
+    for (i, e) in &changed {
+        let t = time_of(*i, stem, e)?.unwrap_or(i64::MIN);
+        let bytes = e.raw.clone();
+        let better = match &best {
+            None => true,
+            Some((bt, bb, _, _)) => t > *bt || (t == *bt && bytes < *bb),
+        };
+        if better {
+            best = Some((t, bytes, *i, e));
+        }
+    }
+    let (t, _, i, e) = best.expect("at least two changed versions");
+    report.conflicts_resolved.push(Resolved {
+        node: e.node.id.clone(),
+        rule: "last-write-wins".into(),
+        winner: Some(revs[i].clone()),
+        detail: format!(
+            "{} versions; {} changed {} last (commit time {t})",
+            distinct.len(),
+            revs[i],
+            e.node.source_file
+        ),
+    });
+    Ok((i, e))
+}
+
+/// The merged files of one node: the winner's node and vectors, the union of the sides' links
+/// minus those a side removed relative to the base, and the merged enrichments.
+fn emit(
+    report: &mut Report,
+    stem: &str,
+    b: Option<&Entry>,
+    we: &Entry,
+    present: &[(usize, &Entry)],
+) {
+    let mut links: BTreeSet<crate::artifact::links::LinkLine> = present
+        .iter()
+        .flat_map(|(_, e)| e.links.iter().cloned())
+        .collect();
+    if let Some(be) = b {
+        for l in &be.links {
+            if present.iter().any(|(_, e)| !e.links.contains(l)) {
+                links.remove(l);
+            }
+        }
+    }
+    let edges = super::render_link_lines(links.iter());
+    report.nodes += 1;
+    report.edges += links.iter().map(|(l, _)| l).collect::<BTreeSet<_>>().len();
+    report
+        .files
+        .insert(format!("nodes/{stem}.json"), we.raw.clone());
+    report.files.insert(format!("edges/{stem}.jsonl"), edges);
+    if let Some(emb) = &we.embedding {
+        report
+            .files
+            .insert(format!("embeddings/{stem}.bin"), emb.clone());
+    }
+    // Enrichments: every side's entries, minus those a side removed relative to the base
+    // (the driver's rule); readers pick the entry whose hash matches the spec.
+    let base_enr = b.and_then(|be| be.enrichment.as_deref());
+    let mut enr: Option<Vec<u8>> = None;
+    for (_, e) in present {
+        let Some(theirs) = e.enrichment.as_deref() else {
+            continue;
+        };
+        enr = Some(match enr {
+            None => theirs.to_vec(),
+            Some(acc) => {
+                crate::artifact::enrichment::merge_enrichment(base_enr, &acc, theirs).unwrap_or(acc)
+            }
+        });
+    }
+    if let Some(bytes) = enr {
+        report
+            .files
+            .insert(format!("enrichments/{stem}.json"), bytes);
+    }
 }

@@ -95,25 +95,7 @@ fn resolve_hint(
         .split_once(':')
         .filter(|(d, r)| known.contains(*d) && !r.is_empty())
     {
-        let mut inside = Vec::new();
-        for (id, m) in resolve_hint(snap, rest, known)? {
-            if snap.node_brief(&id)?.and_then(|r| r.node.domain).as_deref() == Some(d) {
-                inside.push((id, m));
-            }
-        }
-        if inside.is_empty() && rest.chars().count() >= 3 {
-            let f = TextFilter {
-                domain: Some(d.to_string()),
-                ..TextFilter::default()
-            };
-            let hits = snap.lexical(rest, &f, 3)?;
-            inside.extend(
-                hits.into_iter()
-                    .take(1)
-                    .map(|x| (x.node_id, "text_search".into())),
-            );
-        }
-        return Ok(inside);
+        return resolve_in_domain(snap, d, rest, known);
     }
     let is_path = h.contains('/') || h.contains('\\') || {
         let ext = h.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
@@ -123,35 +105,7 @@ fn resolve_hint(
             && !ext.chars().all(|c| c.is_ascii_digit())
     };
     if is_path {
-        let norm = h.replace('\\', "/");
-        for rec in snap.all_nodes()? {
-            if rec.node.source_file == norm || rec.node.source_file.ends_with(&format!("/{norm}")) {
-                return Ok(vec![(rec.node.id, "path".into())]);
-            }
-        }
-        // A code file is named after what it implements: every spec named like its basename
-        // (id, stem, title or alias), preferring specs over test features when both exist.
-        let stem = file_stem(&norm);
-        let mut c = snap.lookup(stem)?;
-        let mut spec_like = Vec::new();
-        for (r, id) in &c {
-            if let Some(n) = snap.node_brief(id)? {
-                if !matches!(n.node.kind, Kind::Feature | Kind::Requirement) {
-                    spec_like.push((*r, id.clone()));
-                }
-            }
-        }
-        if !spec_like.is_empty() {
-            c = spec_like;
-        }
-        if let Some(best) = c.iter().map(|(r, _)| *r).min() {
-            return Ok(c
-                .into_iter()
-                .filter(|(r, _)| *r == best)
-                .map(|(_, id)| (id, "basename".into()))
-                .collect());
-        }
-        return Ok(Vec::new());
+        return resolve_path(snap, h);
     }
     let c = snap.lookup(h)?;
     if !c.is_empty() {
@@ -184,89 +138,151 @@ fn resolve_hint(
         .collect())
 }
 
-/// QRY-007: constraints and behaviour an agent should know before touching the hinted code.
-pub fn context(cache: &Cache, req: &ContextRequest) -> Result<ContextResponse, Error> {
-    if req.hints.iter().all(|h| h.trim().is_empty()) {
-        return Err(Error::EmptyHints);
+/// A `domain:rest` hint: `rest` resolved among that domain's specs, else its best lexical hit
+/// there.
+fn resolve_in_domain(
+    snap: &Snapshot<'_>,
+    d: &str,
+    rest: &str,
+    known: &BTreeSet<String>,
+) -> Result<Vec<(String, String)>, Error> {
+    let mut inside = Vec::new();
+    for (id, m) in resolve_hint(snap, rest, known)? {
+        if snap.node_brief(&id)?.and_then(|r| r.node.domain).as_deref() == Some(d) {
+            inside.push((id, m));
+        }
     }
-    if !(1..=3).contains(&req.depth) {
-        return Err(Error::invalid(
-            "INVALID_DEPTH",
-            "depth must be between 1 and 3",
-        ));
+    if inside.is_empty() && rest.chars().count() >= 3 {
+        let f = TextFilter {
+            domain: Some(d.to_string()),
+            ..TextFilter::default()
+        };
+        let hits = snap.lexical(rest, &f, 3)?;
+        inside.extend(
+            hits.into_iter()
+                .take(1)
+                .map(|x| (x.node_id, "text_search".into())),
+        );
     }
-    let snap = cache.snapshot()?;
-    let mut warnings = Vec::new();
-    let mut resolved = Vec::new();
-    let mut seeds: Vec<String> = Vec::new();
-    // Business domains named by the hints (for isolation); the corpus's domains are only
-    // listed when a hint could name one (qualified or a path).
-    let mut named: BTreeSet<String> = BTreeSet::new();
-    let known = if req.hints.iter().any(|h| h.contains([':', '/', '\\'])) {
-        domain::domains(&snap)?
+    Ok(inside)
+}
+
+/// A path hint: the spec at that path, else every spec named like the file's basename.
+fn resolve_path(snap: &Snapshot<'_>, h: &str) -> Result<Vec<(String, String)>, Error> {
+    let norm = h.replace('\\', "/");
+    for rec in snap.all_nodes()? {
+        if rec.node.source_file == norm || rec.node.source_file.ends_with(&format!("/{norm}")) {
+            return Ok(vec![(rec.node.id, "path".into())]);
+        }
+    }
+    // A code file is named after what it implements: every spec named like its basename
+    // (id, stem, title or alias), preferring specs over test features when both exist.
+    let stem = file_stem(&norm);
+    let mut c = snap.lookup(stem)?;
+    let mut spec_like = Vec::new();
+    for (r, id) in &c {
+        if let Some(n) = snap.node_brief(id)? {
+            if !matches!(n.node.kind, Kind::Feature | Kind::Requirement) {
+                spec_like.push((*r, id.clone()));
+            }
+        }
+    }
+    if !spec_like.is_empty() {
+        c = spec_like;
+    }
+    let Some(best) = c.iter().map(|(r, _)| *r).min() else {
+        return Ok(Vec::new());
+    };
+    Ok(c.into_iter()
+        .filter(|(r, _)| *r == best)
+        .map(|(_, id)| (id, "basename".into()))
+        .collect())
+}
+
+/// The hints resolved: the entities, the seeds of discovery (in hint order), the business
+/// domains the hints name, and a warning per hint that matched nothing.
+struct Hints {
+    resolved: Vec<ResolvedEntity>,
+    seeds: Vec<String>,
+    named: BTreeSet<String>,
+    warnings: Vec<String>,
+}
+
+fn resolve_hints(snap: &Snapshot<'_>, hints: &[String]) -> Result<Hints, Error> {
+    let mut out = Hints {
+        resolved: Vec::new(),
+        seeds: Vec::new(),
+        named: BTreeSet::new(),
+        warnings: Vec::new(),
+    };
+    // The corpus's domains are only listed when a hint could name one (qualified or a path).
+    let known = if hints.iter().any(|h| h.contains([':', '/', '\\'])) {
+        domain::domains(snap)?
     } else {
         BTreeSet::new()
     };
-    for h in &req.hints {
+    for h in hints {
         if h.trim().is_empty() {
             continue;
         }
-        let r = resolve_hint(&snap, h, &known)?;
-        named.extend(domain::named_by_hint(h, &known));
+        let r = resolve_hint(snap, h, &known)?;
+        out.named.extend(domain::named_by_hint(h, &known));
         for (id, m) in &r {
             if m != "text_search" {
                 let d = snap.node_brief(id)?.and_then(|r| r.node.domain);
-                named.extend(d.filter(|d| !domain::is_shared(Some(d))));
+                out.named.extend(d.filter(|d| !domain::is_shared(Some(d))));
             }
         }
         if r.is_empty() {
-            warnings.push(format!("No match found for hint: '{h}'"));
+            out.warnings.push(format!("No match found for hint: '{h}'"));
         }
         for (id, method) in r {
-            if !resolved.iter().any(|x: &ResolvedEntity| x.node_id == id) {
-                resolved.push(ResolvedEntity {
+            if !out.resolved.iter().any(|x| x.node_id == id) {
+                out.resolved.push(ResolvedEntity {
                     node_id: id.clone(),
                     matched_from: h.clone(),
                     match_method: method,
                 });
             }
-            if !seeds.contains(&id) {
-                seeds.push(id);
+            if !out.seeds.contains(&id) {
+                out.seeds.push(id);
             }
         }
     }
-    let focus = domain::focus(&named);
-    let outside = |d: &Option<String>| -> bool {
-        focus
+    Ok(out)
+}
+
+/// The one business domain a request is focused on, if any.
+struct Focus(Option<String>);
+
+impl Focus {
+    /// A spec of another business domain (shared specs are never outside).
+    fn outside(&self, d: &Option<String>) -> bool {
+        self.0
             .as_ref()
             .is_some_and(|f| !domain::is_shared(d.as_deref()) && d.as_deref() != Some(f.as_str()))
-    };
-    // Keyword hints do not pull another domain's look-alikes into a focused request.
-    let mut kept = Vec::with_capacity(seeds.len());
-    for id in seeds {
-        let by_text = resolved
-            .iter()
-            .any(|r| r.node_id == id && r.match_method == "text_search");
-        let d = snap.node_brief(&id)?.and_then(|r| r.node.domain);
-        if !(by_text && outside(&d)) {
-            kept.push(id);
-        }
     }
-    let seeds = kept;
-    // Discovery: BFS from the seeds; found node → (distance, path).
+}
+
+/// Discovery: a breadth-first walk from the seeds over constraint and behaviour neighbours;
+/// found node → (distance, path).
+fn discover(
+    snap: &Snapshot<'_>,
+    seeds: &[String],
+    depth: u8,
+    focus: &Focus,
+) -> Result<BTreeMap<String, (u8, String)>, Error> {
     let mut found: BTreeMap<String, (u8, String)> = BTreeMap::new();
     let mut q: VecDeque<(String, u8, String)> = VecDeque::new();
-    for s in &seeds {
+    for s in seeds {
         found.insert(s.clone(), (0, s.clone()));
         q.push_back((s.clone(), 0, s.clone()));
     }
-    let mut kinds: BTreeMap<String, Kind> = BTreeMap::new();
     while let Some((cur, d, path)) = q.pop_front() {
         let Some(rec) = snap.node_brief(&cur)? else {
             continue;
         };
-        kinds.insert(cur.clone(), rec.node.kind);
-        let structure_only = d >= req.depth;
+        let structure_only = d >= depth;
         let uc = rec.node.kind == Kind::UseCase;
         let mut nbs: Vec<(String, String)> = Vec::new();
         for e in snap.out_edges(&cur)? {
@@ -291,8 +307,8 @@ pub fn context(cache: &Cache, req: &ContextRequest) -> Result<ContextResponse, E
                 continue;
             }
             // Focused on one domain: another domain's spec needs a typed link from inside it.
-            if outside(&n.node.domain)
-                && (outside(&rec.node.domain)
+            if focus.outside(&n.node.domain)
+                && (focus.outside(&rec.node.domain)
                     || domain::is_shared(rec.node.domain.as_deref())
                     || !domain::crosses(&ty))
             {
@@ -302,13 +318,73 @@ pub fn context(cache: &Cache, req: &ContextRequest) -> Result<ContextResponse, E
             let nd = if structure_only { d } else { d + 1 };
             found.insert(nb.clone(), (nd, np.clone()));
             // Use cases always bring their structure; other nodes expand while depth allows.
-            if nd < req.depth || k == Kind::UseCase {
+            if nd < depth || k == Kind::UseCase {
                 q.push_back((nb, nd, np));
             }
         }
     }
+    Ok(found)
+}
+
+/// QRY-007: constraints and behaviour an agent should know before touching the hinted code.
+pub fn context(cache: &Cache, req: &ContextRequest) -> Result<ContextResponse, Error> {
+    if req.hints.iter().all(|h| h.trim().is_empty()) {
+        return Err(Error::EmptyHints);
+    }
+    if !(1..=3).contains(&req.depth) {
+        return Err(Error::invalid(
+            "INVALID_DEPTH",
+            "depth must be between 1 and 3",
+        ));
+    }
+    let snap = cache.snapshot()?;
+    let Hints {
+        resolved,
+        seeds,
+        named,
+        mut warnings,
+    } = resolve_hints(&snap, &req.hints)?;
+    let focus = Focus(domain::focus(&named));
+    // Keyword hints do not pull another domain's look-alikes into a focused request.
+    let mut kept = Vec::with_capacity(seeds.len());
+    for id in seeds {
+        let by_text = resolved
+            .iter()
+            .any(|r| r.node_id == id && r.match_method == "text_search");
+        let d = snap.node_brief(&id)?.and_then(|r| r.node.domain);
+        if !(by_text && focus.outside(&d)) {
+            kept.push(id);
+        }
+    }
+    let found = discover(&snap, &kept, req.depth, &focus)?;
+    let (constraints, behavior, total_tokens, dropped) = pack(&snap, &found, req.max_tokens)?;
+    if dropped > 0 {
+        warnings.push(format!(
+            "Token budget of {} reached: {dropped} item(s) omitted",
+            req.max_tokens
+        ));
+    }
+    Ok(ContextResponse {
+        total_items: constraints.len() + behavior.len(),
+        constraints,
+        behavior,
+        resolved_entities: resolved,
+        warnings,
+        total_tokens,
+    })
+}
+
+/// Constraints and behaviour items: constraints first, nearest first, cut at the token
+/// budget; also the tokens used and how many items were dropped.
+type Packed = (Vec<ContextItem>, Vec<ContextItem>, usize, usize);
+
+fn pack(
+    snap: &Snapshot<'_>,
+    found: &BTreeMap<String, (u8, String)>,
+    max_tokens: usize,
+) -> Result<Packed, Error> {
     let mut items: Vec<(u8, u8, String, ContextItem)> = Vec::new();
-    for (id, (d, path)) in &found {
+    for (id, (d, path)) in found {
         let Some(rec) = snap.node(id)? else { continue };
         let k = rec.node.kind;
         let group = if is_constraint(k) {
@@ -343,7 +419,7 @@ pub fn context(cache: &Cache, req: &ContextRequest) -> Result<ContextResponse, E
     let mut dropped = 0;
     for (group, _, _, item) in items {
         let t = tokens(&item.content) + tokens(&item.node_id) + tokens(&item.reached_via) + 8;
-        if total_tokens + t > req.max_tokens {
+        if total_tokens + t > max_tokens {
             dropped += 1;
             continue;
         }
@@ -354,18 +430,5 @@ pub fn context(cache: &Cache, req: &ContextRequest) -> Result<ContextResponse, E
             behavior.push(item);
         }
     }
-    if dropped > 0 {
-        warnings.push(format!(
-            "Token budget of {} reached: {dropped} item(s) omitted",
-            req.max_tokens
-        ));
-    }
-    Ok(ContextResponse {
-        total_items: constraints.len() + behavior.len(),
-        constraints,
-        behavior,
-        resolved_entities: resolved,
-        warnings,
-        total_tokens,
-    })
+    Ok((constraints, behavior, total_tokens, dropped))
 }

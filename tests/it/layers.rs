@@ -1,4 +1,4 @@
-//! The module graph stays a pipeline, and no source file grows past 600 lines: no module under `src/` uses (`crate::<module>`) a module
+//! The module graph stays a pipeline, no source file grows past 600 lines and no function past 100 (data tables marked `// table:` aside): no module under `src/` uses (`crate::<module>`) a module
 //! of a higher layer. The layer table is the one in ARCHITECTURE.md (between `<!-- layers -->`
 //! and the end of its code block), so the document and the code cannot drift apart.
 
@@ -111,4 +111,118 @@ fn no_source_file_over_600_lines() {
         })
         .collect();
     assert!(long.is_empty(), "split these files: {long:?}");
+}
+
+/// A line with string and char literals emptied and the comment dropped, for brace counting.
+fn code_of(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                // Skip to the closing quote (escapes honoured).
+                while let Some(d) = chars.next() {
+                    match d {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+                out.push_str("\"\"");
+            }
+            '\'' => {
+                // A char literal ('x', '\n', '{') — not a lifetime ('a).
+                let rest: String = chars.clone().take(3).collect();
+                if rest.starts_with('\\') || rest.chars().nth(1) == Some('\'') {
+                    while let Some(d) = chars.next() {
+                        if d == '\\' {
+                            chars.next();
+                        } else if d == '\'' {
+                            break;
+                        }
+                    }
+                    out.push_str("''");
+                } else {
+                    out.push(c);
+                }
+            }
+            '/' if chars.peek() == Some(&'/') => break,
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Functions (`fn name`) of one file longer than `limit` lines, from the `fn` line to its
+/// closing brace. A function preceded by a `// table:` comment (a data table written as code)
+/// is exempt.
+fn long_functions(text: &str, limit: usize) -> Vec<(usize, String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim_start();
+        let t = t.strip_prefix("pub(crate) ").unwrap_or(t);
+        let t = t.strip_prefix("pub(super) ").unwrap_or(t);
+        let t = t.strip_prefix("pub ").unwrap_or(t);
+        let t = t.strip_prefix("async ").unwrap_or(t);
+        let Some(rest) = t.strip_prefix("fn ") else {
+            continue;
+        };
+        if i > 0 && lines[i - 1].trim_start().starts_with("// table:") {
+            continue;
+        }
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let (mut depth, mut opened) = (0i64, false);
+        for (j, l) in lines.iter().enumerate().skip(i) {
+            let code = code_of(l);
+            depth += code.matches('{').count() as i64 - code.matches('}').count() as i64;
+            opened |= code.contains('{');
+            if !opened && code.trim_end().ends_with(';') {
+                break;
+            }
+            if opened && depth <= 0 {
+                let n = j - i + 1;
+                if n > limit {
+                    out.push((i + 1, name.clone(), n));
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_over_100_lines() {
+    let mut files = Vec::new();
+    rust_files(&crate_root().join("src"), &mut files);
+    let mut long = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (line, name, n) in long_functions(&text, 100) {
+            long.push(format!("{}:{line} {name} ({n} lines)", f.display()));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "split these functions:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_function_length_check_counts_braces_in_code_only() {
+    let text = "fn a() {\n    let s = \"{{{\";\n    let c = '{';\n    // {\n}\nfn b<'a>(x: &'a str) {\n    x;\n}\n";
+    assert!(long_functions(text, 1)
+        .iter()
+        .any(|(_, n, len)| n == "a" && *len == 5));
+    assert!(long_functions(text, 1)
+        .iter()
+        .any(|(_, n, len)| n == "b" && *len == 3));
+    assert!(long_functions(text, 5).is_empty());
 }
