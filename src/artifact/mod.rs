@@ -55,8 +55,8 @@ mod store;
 pub use links::render_links;
 pub use paths::{sanitize_component, ArtifactPaths};
 pub use store::{
-    read_artifact, read_links, read_manifest, read_node, remove_artifacts, render_manifest,
-    render_node, replace_index, write_artifact, write_if_changed, IndexStore,
+    list_files, read_artifact, read_links, read_manifest, read_node, remove_artifacts,
+    render_manifest, render_node, replace_index, write_artifact, write_if_changed, IndexStore,
 };
 
 use serde::{Deserialize, Serialize};

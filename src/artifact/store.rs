@@ -263,22 +263,46 @@ impl IndexStore {
     }
 }
 
+/// The one walker of index folders: the paths (`rel/…`, or relative to `dir` when `rel` is
+/// empty) of the regular files under `dir`,
+/// recursively, in directory order; links and kdd's own temporary files are never listed, and a
+/// folder that cannot be read is skipped (see [`walk`] for the error-reporting form).
+pub fn list_files(dir: &Path, rel: &str, out: &mut Vec<String>) {
+    let _ = walk_with(dir, rel, out, false);
+}
+
 fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<(), Error> {
+    walk_with(dir, rel, out, true)
+}
+
+fn walk_with(dir: &Path, rel: &str, out: &mut Vec<String>, strict: bool) -> Result<(), Error> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound || !strict => return Ok(()),
         Err(e) => return Err(io(dir)(e)),
     };
     for entry in rd {
-        let entry = entry.map_err(io(dir))?;
+        let entry = match entry {
+            Ok(e) => e,
+            Err(_) if !strict => continue,
+            Err(e) => return Err(io(dir)(e)),
+        };
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with(".kdd-tmp-") {
             continue;
         }
-        let ft = entry.file_type().map_err(io(&entry.path()))?;
-        let child_rel = format!("{rel}/{name}");
+        let ft = match entry.file_type() {
+            Ok(t) => t,
+            Err(_) if !strict => continue,
+            Err(e) => return Err(io(&entry.path())(e)),
+        };
+        let child_rel = if rel.is_empty() {
+            name
+        } else {
+            format!("{rel}/{name}")
+        };
         if ft.is_dir() {
-            walk(&entry.path(), &child_rel, out)?;
+            walk_with(&entry.path(), &child_rel, out, strict)?;
         } else if ft.is_file() {
             out.push(child_rel);
         }

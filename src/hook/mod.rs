@@ -160,28 +160,15 @@ pub fn installed_hook_path(settings: &Settings, name: &str) -> Option<PathBuf> {
 
 /// Files under `index_dir` containing git conflict markers (relative paths).
 pub fn conflict_marker_files(index_dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![index_dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if let Ok(b) = crate::artifact::read_artifact(&p) {
-                if has_conflict_markers(&b) {
-                    out.push(
-                        p.strip_prefix(index_dir)
-                            .unwrap_or(&p)
-                            .to_string_lossy()
-                            .replace('\\', "/"),
-                    );
-                }
-            }
-        }
-    }
+    let mut files = Vec::new();
+    crate::artifact::list_files(index_dir, "", &mut files);
+    let mut out: Vec<String> = files
+        .into_iter()
+        .filter(|rel| {
+            crate::artifact::read_artifact(&index_dir.join(rel))
+                .is_ok_and(|b| has_conflict_markers(&b))
+        })
+        .collect();
     out.sort();
     out
 }

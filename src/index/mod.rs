@@ -316,22 +316,9 @@ fn write_manifest(m: &Manifest, w: &Writer, out: &mut Outcome) -> Result<(), Err
     Ok(())
 }
 
-/// Repo-relative paths (`rel/…`) of the regular files under `dir`, recursively; links and
-/// kdd's own temporary files are never listed.
-pub(crate) fn list_files(dir: &Path, rel: &str, out: &mut Vec<String>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let child = format!("{rel}/{name}");
-        match e.file_type() {
-            Ok(ft) if ft.is_dir() => list_files(&e.path(), &child, out),
-            Ok(ft) if ft.is_file() && !name.starts_with(".kdd-tmp-") => out.push(child),
-            _ => {}
-        }
-    }
-}
+/// Repo-relative paths (`rel/…`) of the regular files under `dir` (the one index-folder walker,
+/// [`crate::artifact::list_files`]).
+pub(crate) use crate::artifact::list_files;
 
 fn prune(root: &Path, file: &Path) {
     let mut dir = file.parent();
