@@ -17,21 +17,13 @@
 //! (64-dim test vectors, ~8 per spec) arroy's rebuild of its trees dominates: 80-670 ms per
 //! update (not yet proportional to the change), first query after a change 366 ms.
 
+use super::util::{git, kdd_bin};
 use kdd::cache::{Cache, OpenOptions};
 use kdd::config::Settings;
 use kdd::index::{self, SpecSource};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn kdd_bin() -> PathBuf {
-    if let Ok(p) = std::env::var("KDD_BIN") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().expect("bench path");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    dir.join("kdd")
-}
 
 fn say(s: &str) {
     let _ = kdd::cli::output::data(s);
@@ -182,22 +174,6 @@ fn apply(root: &Path, settings: &Settings, c: &Change, l2: bool) {
     } else {
         index::apply(settings, changed, c.delete.clone()).expect("index apply");
     }
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "b")
-        .env("GIT_AUTHOR_EMAIL", "b@example.com")
-        .env("GIT_COMMITTER_NAME", "b")
-        .env("GIT_COMMITTER_EMAIL", "b@example.com")
-        .output()
-        .expect("git runs")
-        .status
-        .success();
-    assert!(ok, "git {args:?} failed");
 }
 
 /// Run the benchmark for the sizes in `args` (default 1000 and 10000); `l2` indexes through the

@@ -10,6 +10,7 @@
 //! the cold translator process (`KDD_TRANSLATE_WARM=0`, as before the warm pipeline) and with
 //! the warm one. A binary without traces (an older `kdd` as `$KDD_BIN`) reports wall times only.
 
+use super::util::{git, kdd_bin};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,29 +31,6 @@ const QUERIES: &[&str] = &[
     "quién aprueba la devolución",
     "notificar al cliente cuando se envía el paquete",
 ];
-
-fn kdd_bin() -> PathBuf {
-    if let Ok(p) = std::env::var("KDD_BIN") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().expect("bench path");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    dir.join("kdd")
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "b")
-        .env("GIT_AUTHOR_EMAIL", "b@example.com")
-        .env("GIT_COMMITTER_NAME", "b")
-        .env("GIT_COMMITTER_EMAIL", "b@example.com")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(ok, "git {args:?} failed");
-}
 
 fn copy_dir(src: &Path, dst: &Path) {
     std::fs::create_dir_all(dst).expect("mkdir");

@@ -11,6 +11,7 @@ mod serve;
 mod service;
 mod storage;
 mod synth;
+mod util;
 
 fn main() {
     let args: Vec<String> = std::env::args()

@@ -11,6 +11,7 @@
 //!   with the query embedder at L2: `KDD_TEST_EMBEDDER=1` for the whole run gives an L2 corpus
 //!   with hashed vectors, so 10 000 specs index in minutes) and `context` / `impact` P95.
 
+use super::util::{git, kdd_bin};
 use kdd::cache::{fingerprint, Cache, OpenOptions};
 use kdd::query::{self, ContextRequest, HybridRequest, ImpactRequest};
 use std::path::{Path, PathBuf};
@@ -29,32 +30,6 @@ const QUERIES: &[&str] = &[
     "auditoría de operaciones de dinero",
     "shipping cost calculation by weight",
 ];
-
-fn kdd_bin() -> PathBuf {
-    if let Ok(p) = std::env::var("KDD_BIN") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().expect("bench path");
-    // target/<profile>/deps/bench-… → target/<profile>/kdd
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    dir.join("kdd")
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "b")
-        .env("GIT_AUTHOR_EMAIL", "b@example.com")
-        .env("GIT_COMMITTER_NAME", "b")
-        .env("GIT_COMMITTER_EMAIL", "b@example.com")
-        .output()
-        .expect("git runs")
-        .status
-        .success();
-    assert!(ok, "git {args:?} failed");
-}
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
