@@ -3,7 +3,8 @@
 //! Artifacts hold only identity, links and vectors, so searchable text is re-derived by parsing
 //! each spec again (`parse.rs`, same tree) and checked against the node's `source_hash`. Only
 //! specs whose artifact files changed (size or mtime) are re-read, re-parsed and re-indexed
-//! (LMDB record, tantivy documents and arroy items of those specs only); then only the links
+//! (LMDB record, tantivy documents and vector items of those specs only, see `vectors.rs`:
+//! arroy's trees are rebuilt only once enough items changed); then only the links
 //! whose source or target changed are resolved again (`links.rs`), with the agent's edges (L3,
 //! `agent.rs`). A full build is the same sequence over empty tables.
 
@@ -13,6 +14,7 @@ pub use super::parse::{parse_spec, strip_links};
 use super::scan::{folder_of, load_vectors, scan_since, DirStamps, LoadedVector, Scan, Stamps};
 use super::store::{lm, Edge, FileStamp, NodeRecord, Store};
 use super::text::{LangTally, TextIndex};
+use super::vectors::Vectors;
 use super::Error;
 use super::Orphan;
 use crate::artifact::{read_links, read_node};
@@ -42,6 +44,9 @@ pub struct BuildStats {
     pub stale_specs: Vec<String>,
     pub errors: Vec<String>,
     pub millis: u64,
+    /// Vector items changed since arroy's trees were last built (`vectors.rs`).
+    #[serde(default)]
+    pub pending_vectors: u64,
     /// Microseconds per step (`scan`, `records`, `links`, `vectors`, `text`), for benchmarks.
     #[serde(default)]
     pub steps_us: BTreeMap<String, u64>,
@@ -156,109 +161,6 @@ fn manifest_dims(index_dir: &Path) -> Option<usize> {
     m.embedding
         .map(|e| e.dimensions as usize)
         .filter(|d| *d > 0)
-}
-
-/// The vector side of an update (arroy index 0; L2 indexes only).
-struct Vectors {
-    dims: usize,
-    writer: Option<arroy::Writer<arroy::distances::Cosine>>,
-    next_item: u32,
-    changed: bool,
-}
-
-fn arroy_err(e: arroy::Error) -> Error {
-    Error::Corrupt(format!("vectors: {e}"))
-}
-
-impl Vectors {
-    fn open(
-        store: &Store,
-        wtxn: &mut heed::RwTxn,
-        index_dir: &Path,
-        full: bool,
-    ) -> Result<Vectors, Error> {
-        let dims = manifest_dims(index_dir);
-        let writer = dims.map(|d| arroy::Writer::new(store.vectors, 0, d));
-        if let (true, Some(w)) = (full, &writer) {
-            w.clear(wtxn).map_err(arroy_err)?;
-        }
-        let next_item = if full {
-            0
-        } else {
-            store.get_meta(wtxn, "next_item")?.unwrap_or(0)
-        };
-        Ok(Vectors {
-            changed: full && writer.is_some(),
-            dims: dims.unwrap_or(0),
-            writer,
-            next_item,
-        })
-    }
-
-    /// Remove vector items (and their chunk refs).
-    fn drop_items(
-        &mut self,
-        store: &Store,
-        wtxn: &mut heed::RwTxn,
-        items: &[u32],
-    ) -> Result<(), Error> {
-        for item in items {
-            if let Some(w) = &self.writer {
-                w.del_item(wtxn, *item).map_err(arroy_err)?;
-            }
-            store.chunks.delete(wtxn, item).map_err(lm)?;
-            self.changed = true;
-        }
-        Ok(())
-    }
-
-    /// Add a spec's chunk vectors as new items (a dimension mismatch is reported, not added).
-    fn add(
-        &mut self,
-        store: &Store,
-        wtxn: &mut heed::RwTxn,
-        rec: &mut NodeRecord,
-        vecs: Vec<LoadedVector>,
-        errors: &mut Vec<String>,
-    ) -> Result<(), Error> {
-        let Some(w) = &self.writer else {
-            return Ok(());
-        };
-        for lv in vecs {
-            if lv.vector.len() != self.dims {
-                errors.push(format!(
-                    "{}: vectors have {} dimensions, the manifest says {}; run `kdd index` to re-embed",
-                    rec.node.source_file,
-                    lv.vector.len(),
-                    self.dims
-                ));
-                break;
-            }
-            w.add_item(wtxn, self.next_item, &lv.vector)
-                .map_err(arroy_err)?;
-            store
-                .chunks
-                .put(wtxn, &self.next_item, &lv.chunk)
-                .map_err(lm)?;
-            rec.items.push(self.next_item);
-            self.next_item += 1;
-            self.changed = true;
-        }
-        Ok(())
-    }
-
-    /// Rebuild the arroy trees when items moved (arroy updates them incrementally) and keep the
-    /// item counter.
-    fn finish(self, store: &Store, wtxn: &mut heed::RwTxn) -> Result<(), Error> {
-        if let (true, Some(w)) = (self.changed, &self.writer) {
-            use rand::SeedableRng;
-            let mut rng = rand::rngs::StdRng::seed_from_u64(0x6b6464);
-            w.builder(&mut rng)
-                .build(wtxn)
-                .map_err(|e| Error::Corrupt(format!("vector index build: {e}")))?;
-        }
-        store.put_meta(wtxn, "next_item", &self.next_item)
-    }
 }
 
 type StampDb = heed::Database<'static, heed::types::Str, heed::types::SerdeJson<StemStamp>>;
@@ -460,7 +362,7 @@ pub fn update(
         text,
         writer: text.writer()?,
         files,
-        vec: Vectors::open(store, &mut wtxn, index_dir, full)?,
+        vec: Vectors::open(store, &mut wtxn, manifest_dims(index_dir), full)?,
         delta: Delta::default(),
         stats: BuildStats {
             full,
@@ -487,7 +389,7 @@ pub fn update(
     lap.done("records");
     let fig = super::links::refresh(store, &mut wtxn, &delta, full)?;
     lap.done("links");
-    vec.finish(store, &mut wtxn)?;
+    stats.pending_vectors = vec.finish(store, &mut wtxn)?;
     lap.done("vectors");
     stats.nodes = store.nodes.len(&wtxn).map_err(lm)? as usize;
     stats.edges = fig.edges;

@@ -385,6 +385,7 @@ pub fn deep(store: &super::store::Store, text: &super::text::TextIndex) -> Resul
         .remap_data_type::<heed::types::SerdeJson<super::build::StemStamp>>();
     scan(&rtxn, "files", files)?;
     scan(&rtxn, "chunks", store.chunks)?;
+    scan(&rtxn, "pending", store.pending)?;
     match arroy::Reader::open(&rtxn, 0, store.vectors) {
         Ok(r) => {
             for item in r.iter(&rtxn).map_err(|e| format!("vectors: {e}"))? {

@@ -33,6 +33,7 @@ pub mod resolve;
 mod scan;
 pub mod store;
 pub mod text;
+mod vectors;
 
 pub use build::BuildStats;
 pub use gen::{health, Health};
@@ -550,47 +551,12 @@ impl Snapshot<'_> {
     }
 
     /// Nearest chunks to a query vector: (node id, cosine similarity, chunk text), best first,
-    /// one entry per node (its best chunk).
+    /// one entry per node (its best chunk); built and pending items alike (`vectors.rs`).
     pub fn nearest(&self, v: &[f32], limit: usize) -> Result<Vec<(String, f32, String)>, Error> {
-        let reader = match arroy::Reader::open(&self.txn, 0, self.cache.store.vectors) {
-            Ok(r) => r,
-            // No vectors at all is a state, not damage.
-            Err(e @ arroy::Error::MissingMetadata(_)) => {
-                return Err(Error::Corrupt(format!("vector index: {e}")))
-            }
-            Err(e) => return Err(self.bad(Error::Corrupt(format!("vector index: {e}")))),
-        };
-        // Inspect many more tree nodes than arroy's default so small and medium indexes are
-        // searched (nearly) exactly; still sub-millisecond at 100k vectors.
-        let mut q = reader.nns(limit.max(1));
-        if let Some(k) = std::num::NonZeroUsize::new(limit.max(1) * reader.n_trees().max(1) * 8) {
-            q.search_k(k);
-        }
-        let hits = q.by_vector(&self.txn, v).map_err(|e| match e {
-            // A query vector of another model is the caller's mistake, not damage.
-            arroy::Error::InvalidVecDimension { .. } => {
-                Error::Corrupt(format!("vector search: {e}"))
-            }
-            e => self.bad(Error::Corrupt(format!("vector search: {e}"))),
-        })?;
-        let mut seen = std::collections::HashSet::new();
-        let mut out = Vec::new();
-        for (item, dist) in hits {
-            let Some(c) = self
-                .cache
-                .store
-                .chunks
-                .get(&self.txn, &item)
-                .map_err(|e| self.bad(lm(e)))?
-            else {
-                continue;
-            };
-            if seen.insert(c.node_id.clone()) {
-                // arroy's cosine distance is (1 - cos) / 2.
-                out.push((c.node_id, 1.0 - 2.0 * dist, c.text));
-            }
-        }
-        Ok(out)
+        vectors::nearest(&self.cache.store, &self.txn, v, limit).map_err(|e| match e {
+            vectors::NearError::Damage(e) => self.bad(e),
+            vectors::NearError::Other(e) => e,
+        })
     }
 
     /// Significant words of a query (folded, stop words dropped) for snippets.

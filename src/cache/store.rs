@@ -6,10 +6,12 @@
 //! Two tables serve only the incremental update (`links.rs`): `keys` (every resolver lookup key
 //! → the ids of the nodes found under it) and `lkeys` (every probe key of a written link or an
 //! agent relation target → the ids of the nodes holding it), both kept exact by every update.
+//! `pending` holds the vector items changed since arroy's trees were last built (`vectors.rs`):
+//! item → its f32 vector (little-endian), or empty bytes for a built item that was removed.
 
 use super::Error;
 use crate::spec::{IndexedFields, LinkRecord, Node};
-use heed::types::{SerdeJson, Str, U32};
+use heed::types::{Bytes, SerdeJson, Str, U32};
 use heed::{byteorder::BE, Database, Env, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -121,6 +123,8 @@ pub struct Store {
     /// Link probe key (or `@` + agent relation target) → ids of the nodes holding it (sorted).
     pub lkeys: Database<'static, Str, Json<Vec<String>>>,
     pub vectors: arroy::Database<'static, arroy::distances::Cosine>,
+    /// Vector items not yet in arroy's trees (see `vectors.rs`).
+    pub pending: Database<'static, U32<BE>, Bytes>,
 }
 
 impl Store {
@@ -150,13 +154,16 @@ impl Store {
                 let vectors = o.create_database(w, Some("vectors"))?;
                 let keys = o.create_database(w, Some("keys"))?;
                 let lkeys = o.create_database(w, Some("lkeys"))?;
+                let pending = o.create_database(w, Some("pending"))?;
                 Ok(heed::CommitOrAbort::<_, ()>::Commit((
                     meta, nodes, lite, fwd, rev, names, files, chunks, vectors, keys, lkeys,
+                    pending,
                 )))
             })
             .map_err(|e| Error::lmdb(dir, e))?
             .unwrap_commit();
-        let (meta, nodes, lite, fwd, rev, names, files, chunks, vectors, keys, lkeys) = dbs;
+        let (meta, nodes, lite, fwd, rev, names, files, chunks, vectors, keys, lkeys, pending) =
+            dbs;
         Ok(Store {
             env,
             meta,
@@ -170,6 +177,7 @@ impl Store {
             keys,
             lkeys,
             vectors,
+            pending,
         })
     }
 

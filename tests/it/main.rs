@@ -7,6 +7,7 @@
 mod bare_cli;
 mod cache;
 mod cache_graph;
+mod cache_vectors;
 mod cli_errors;
 mod core;
 mod demo;
