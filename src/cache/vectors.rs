@@ -197,6 +197,10 @@ pub(super) enum NearError {
     Other(Error),
 }
 
+/// Up to this many built vectors, [`nearest`] visits every tree node (an exact search, about a
+/// millisecond at this size).
+const EXACT_UP_TO: u64 = 4096;
+
 /// One candidate chunk: (arroy cosine distance, item).
 type Hit = (f32, u32);
 
@@ -251,11 +255,18 @@ pub(super) fn nearest(
     let (mut hits, tombs) = scan_pending(store, txn, v, limit)?;
     match arroy::Reader::open(txn, 0, store.vectors) {
         Ok(reader) => {
-            // Inspect many more tree nodes than arroy's default so small and medium indexes
-            // are searched (nearly) exactly; still sub-millisecond at 100k vectors.
+            // Inspect many more tree nodes than arroy's default so medium indexes are searched
+            // nearly exactly (still sub-millisecond at 100k vectors), and every node of a small
+            // one, which is then searched exactly: the answer cannot depend on how its trees
+            // happened to split (an incrementally updated cache answers like a fresh build).
             let want = limit + tombs;
+            let trees = reader.n_trees().max(1);
+            let mut k = want * trees * 8;
+            if reader.n_items() <= EXACT_UP_TO {
+                k = k.max(reader.n_items() as usize * trees);
+            }
             let mut q = reader.nns(want);
-            if let Some(k) = std::num::NonZeroUsize::new(want * reader.n_trees().max(1) * 8) {
+            if let Some(k) = std::num::NonZeroUsize::new(k) {
                 q.search_k(k);
             }
             let built = q.by_vector(txn, v).map_err(|e| match e {
