@@ -10,7 +10,7 @@
 //!   edges/<kind>/[<domain>/]<id>.jsonl    that spec's links, one line per (type, domain) group
 //!                                         with its sorted targets (`links.rs`)
 //!   embeddings/<kind>/[<domain>/]<id>.bin that spec's chunk vectors (L2 only, see `embed::store`:
-//!                                         8-byte keys, model fingerprint, int4 codes)
+//!                                         8-byte keys, model fingerprint, int2 codes)
 //!   enrichments/<kind>/[<domain>/]<id>.json what the developer's agent said (L3, `kdd enrich`)
 //! ```
 //!
@@ -19,17 +19,19 @@
 //! ```text
 //!                       nodes      edges      vectors    L1 (% of specs)   L2 (% of specs)
 //! real corpus v1        17,270     19,239     52,472     23.5%             57.1%   (54 specs,
-//! real corpus v2        13,658     11,037      7,700     16.0%             20.9%    156,391 B)
+//! real corpus v2        13,658      9,158     14,692     14.8%             24.2%    156,391 B)
 //! synthetic 1k v1      304,422    243,477        —       19.1%             46.1%*
-//! synthetic 1k v2      240,843    163,949        —       14.1%             18.1%*
+//! synthetic 1k v2      240,843    120,042        —       12.6%             20.2%*
 //! synthetic 10k v1   3,180,279  2,635,700        —       20.4%             47.5%*
-//! synthetic 10k v2   2,544,364  1,843,292        —       15.4%             19.4%*
+//! synthetic 10k v2   2,544,364  1,331,488        —       13.6%             21.2%*
 //! ```
 //! (* synthetic L2 indexed with the 64-d hashed test embedder, projected to the model's 384
-//! dimensions: 1,809 / 18,044 chunks at their v1 / v2 record size.) L2 meets issue 15's 25%;
-//! L1 does not reach REQ-002's 10%: what is left is content (source path, title, aliases, the
-//! 128-bit hash, link targets as written), not encoding overhead.
-//!
+//! dimensions: 1,957 / 19,529 chunks at the v2 int2 record size, 104 bytes.) L2 meets issue
+//! 15's 25% everywhere; L1 does not reach REQ-002's 10%: what is left is content (source path,
+//! title, aliases, status, the 128-bit hash, link targets as written), not encoding overhead —
+//! the real corpus needs 290 bytes per spec for all of it to fit, and its node lines alone
+//! average 253.
+
 //! Per-spec files and their names are kept: a spec's change touches only its own files and the
 //! merge driver still merges per file; one file per spec (node + links) would save no byte of
 //! content, only file count, and would need a new merge rule.
@@ -114,7 +116,7 @@ pub struct EmbeddingInfo {
     /// Model id, e.g. `multilingual-e5-small-int8`.
     pub model: String,
     pub dimensions: u32,
-    /// Stored quantisation: `int4-scaled` (format v2 as written), `binary-sign` (v2, read), `int8-scaled` (v1).
+    /// Stored quantisation: `int2-rms` (format v2 as written), `int4-scaled` and `binary-sign` (v2, read), `int8-scaled` (v1).
     pub quantization: String,
 }
 

@@ -370,7 +370,7 @@ mod tests {
         let e = dir.path().join("e.jsonl");
         std::fs::write(
             &e,
-            "{\"type\":\"W\",\"to\":\"B\"}\n{\"type\":\"W\",\"to\":[\"A\",\"B\"]}\n",
+            "{\"type\":\"W\",\"to\":\"B\"}\n{\"type\":\"W\",\"to\":[\"A\",\"B\"],\"bare\":true}\n",
         )
         .unwrap();
         let links = read_links(&e).unwrap();

@@ -81,7 +81,7 @@ fn l2_index_reuses_vectors_and_reembeds_only_edited_paragraphs() {
     assert_eq!(m["index_level"], "L2");
     assert_eq!(m["embedding"]["model"], "kdd-test-hashed-64");
     assert_eq!(m["embedding"]["dimensions"], 64);
-    assert_eq!(m["embedding"]["quantization"], "int4-scaled");
+    assert_eq!(m["embedding"]["quantization"], "int2-rms");
     // one vector file per spec, events included (their identity vector)
     assert_eq!(
         embeddings_files(dir),
