@@ -21,9 +21,9 @@
 //! real corpus v1        17,270     19,239     52,472     23.5%             57.1%   (54 specs,
 //! real corpus v2        13,658      9,158     14,692     14.8%             24.2%    156,391 B)
 //! synthetic 1k v1      304,422    243,477        —       19.1%             46.1%*
-//! synthetic 1k v2      240,843    120,042        —       12.6%             20.2%*
+//! synthetic 1k v2      240,843    123,746        —       12.7%             20.3%*
 //! synthetic 10k v1   3,180,279  2,635,700        —       20.4%             47.5%*
-//! synthetic 10k v2   2,544,364  1,331,488        —       13.6%             21.2%*
+//! synthetic 10k v2   2,544,364  1,368,412        —       13.7%             21.4%*
 //! ```
 //! (* synthetic L2 indexed with the 64-d hashed test embedder, projected to the model's 384
 //! dimensions: 1,957 / 19,529 chunks at the v2 int2 record size, 104 bytes.) L2 meets issue
