@@ -449,6 +449,22 @@ impl Snapshot<'_> {
         Ok(out)
     }
 
+    /// Every node's identity (a full scan of the identity table: no fields, no text, so about
+    /// a tenth of [`Snapshot::all_nodes`]' cost), sorted by id.
+    pub fn all_lite(&self) -> Result<Vec<crate::spec::Node>, Error> {
+        let mut out = Vec::new();
+        for kv in self
+            .cache
+            .store
+            .lite
+            .iter(&self.txn)
+            .map_err(|e| self.bad(lm(e)))?
+        {
+            out.push(kv.map_err(|e| self.bad(lm(e)))?.1.node);
+        }
+        Ok(out)
+    }
+
     /// Every node record (full scan).
     pub fn all_nodes(&self) -> Result<Vec<NodeRecord>, Error> {
         let mut out = Vec::new();

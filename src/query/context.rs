@@ -170,9 +170,9 @@ fn resolve_in_domain(
 /// A path hint: the spec at that path, else every spec named like the file's basename.
 fn resolve_path(snap: &Snapshot<'_>, h: &str) -> Result<Vec<(String, String)>, Error> {
     let norm = h.replace('\\', "/");
-    for rec in snap.all_nodes()? {
-        if rec.node.source_file == norm || rec.node.source_file.ends_with(&format!("/{norm}")) {
-            return Ok(vec![(rec.node.id, "path".into())]);
+    for n in snap.all_lite()? {
+        if n.source_file == norm || n.source_file.ends_with(&format!("/{norm}")) {
+            return Ok(vec![(n.id, "path".into())]);
         }
     }
     // A code file is named after what it implements: every spec named like its basename

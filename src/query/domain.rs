@@ -30,9 +30,9 @@ pub fn crosses(edge_type: &str) -> bool {
 /// The business domains of the corpus (shared ones excluded).
 pub fn domains(snap: &Snapshot<'_>) -> Result<BTreeSet<String>, Error> {
     Ok(snap
-        .all_nodes()?
+        .all_lite()?
         .into_iter()
-        .filter_map(|r| r.node.domain)
+        .filter_map(|n| n.domain)
         .filter(|d| !is_shared(Some(d)))
         .collect())
 }

@@ -21,11 +21,11 @@ pub fn resolve_node(snap: &Snapshot<'_>, arg: &str) -> Result<(String, KeyRank),
     if looks_like_path {
         let want = arg.replace('\\', "/");
         let want = want.trim_start_matches("./");
-        for rec in snap.all_nodes()? {
-            let sf = &rec.node.source_file;
+        for n in snap.all_lite()? {
+            let sf = &n.source_file;
             if sf == want || sf.ends_with(&format!("/{want}")) || want.ends_with(&format!("/{sf}"))
             {
-                return Ok((rec.node.id, KeyRank::Stem));
+                return Ok((n.id, KeyRank::Stem));
             }
         }
     }

@@ -324,11 +324,11 @@ impl Engine {
             self.attach_embedder(&mut cache);
         }
         let snap = cache.snapshot().map_err(ApiError::from)?;
-        let all = snap.all_nodes().map_err(ApiError::from)?;
+        let all = snap.all_lite().map_err(ApiError::from)?;
         drop(snap);
         let files: BTreeMap<String, String> = all
             .iter()
-            .map(|r| (r.node.source_file.clone(), r.node.source_hash.clone()))
+            .map(|n| (n.source_file.clone(), n.source_hash.clone()))
             .collect();
         log(&format!(
             "index loaded ({} nodes, {:?}, {} ms)",
@@ -336,7 +336,7 @@ impl Engine {
             cache.level(),
             t0.elapsed().as_millis()
         ));
-        let mut briefs: Vec<crate::spec::Node> = all.into_iter().map(|r| r.node).collect();
+        let mut briefs: Vec<crate::spec::Node> = all;
         briefs.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(Some(Loaded {
             nodes: briefs.len(),
