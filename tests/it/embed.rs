@@ -165,6 +165,15 @@ fn corrupt_vector_file_is_named_and_regenerated() {
     let p = dir.join(".kdd-index/embeddings/entity/Pedido.bin");
     let good = std::fs::read(&p).unwrap();
     std::fs::write(&p, b"KDDV garbage").unwrap();
+    // `status` names it among the unreadable artifacts, with what to do.
+    let o = kdd_env(dir, &["status", "--json"], TEST);
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
+    let corrupt = v["corrupt"].to_string();
+    assert!(
+        corrupt.contains("embeddings/entity/Pedido.bin") && corrupt.contains("kdd index"),
+        "{v}"
+    );
     let o = kdd_env(dir, &["index"], TEST);
     assert!(o.status.success(), "{}", text(&o));
     assert!(

@@ -115,8 +115,32 @@ pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
         files_with_errors,
         stale,
         unindexed,
-        corrupt: errors.iter().map(|e| e.to_string()).collect(),
+        corrupt: errors
+            .iter()
+            .map(|e| e.to_string())
+            .chain(unreadable_vectors(settings, &graph))
+            .collect(),
     })
+}
+
+/// Vector files that exist but do not decode (a missing file is `verify`'s concern: specs
+/// without embeddable prose have none at L1 and L2 alike).
+fn unreadable_vectors(settings: &crate::config::Settings, graph: &Graph) -> Vec<String> {
+    let paths = crate::artifact::ArtifactPaths::new(&settings.index_dir);
+    let mut out = Vec::new();
+    for n in &graph.nodes {
+        let path = paths.abs(&crate::artifact::ArtifactPaths::embeddings_rel(n));
+        match crate::artifact::read_artifact(&path) {
+            Ok(bytes) => {
+                if let Err(e) = crate::embed::decode(&path.display().to_string(), &bytes) {
+                    out.push(e.to_string());
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => out.push(format!("{}: {e}", path.display())),
+        }
+    }
+    out
 }
 
 /// Indexed specs whose file changed, is missing or cannot be read.
