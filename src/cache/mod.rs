@@ -449,8 +449,8 @@ impl Snapshot<'_> {
         Ok(out)
     }
 
-    /// Every node's identity (a full scan of the identity table: no fields, no text, so about
-    /// a tenth of [`Snapshot::all_nodes`]' cost), sorted by id.
+    /// Every node's identity, sorted by id (a full scan of the identity table: no fields and no
+    /// text are decoded; a full node record is read with [`Snapshot::node`]).
     pub fn all_lite(&self) -> Result<Vec<crate::spec::Node>, Error> {
         let mut out = Vec::new();
         for kv in self
@@ -461,21 +461,6 @@ impl Snapshot<'_> {
             .map_err(|e| self.bad(lm(e)))?
         {
             out.push(kv.map_err(|e| self.bad(lm(e)))?.1.node);
-        }
-        Ok(out)
-    }
-
-    /// Every node record (full scan).
-    pub fn all_nodes(&self) -> Result<Vec<NodeRecord>, Error> {
-        let mut out = Vec::new();
-        for kv in self
-            .cache
-            .store
-            .nodes
-            .iter(&self.txn)
-            .map_err(|e| self.bad(lm(e)))?
-        {
-            out.push(kv.map_err(|e| self.bad(lm(e)))?.1);
         }
         Ok(out)
     }
