@@ -7,7 +7,8 @@
 //! - Synthetic corpora from `bench/synth.rs` (default 1k and 10k specs), indexed at L2 with the
 //!   hashed TEST embedder (only sizes matter here). Its vectors have 64 dimensions, so the L2
 //!   line is also projected to the real model's 384: every record counted at its v2 size for 384
-//!   dimensions (8-byte key + the written quantisation's record, `QUANT.record_len`).
+//!   dimensions (8-byte key + the record of the quantisation written for the shipped model,
+//!   `write_quant(DEFAULT_MODEL, 384)`).
 //!
 //! L1 = manifest + nodes + edges; L2 = L1 + embeddings (file content bytes, no directory
 //! entries).
@@ -79,7 +80,7 @@ fn report(name: &str, index_dir: &Path, spec_bytes: u64, project_dims: Option<us
     ));
     if let Some(dims) = project_dims {
         let (records, files) = vector_counts(index_dir);
-        let quant = kdd::embed::store::QUANT;
+        let quant = kdd::embed::store::write_quant(kdd::embed::model::DEFAULT_MODEL, dims);
         let emb = records * quant.record_len(dims) as u64 + files * 14;
         say(&format!(
             "  L2 projected to {dims} dims ({records} chunks in {files} files): embeddings {emb} B, \
@@ -168,9 +169,9 @@ pub fn run(args: &[String]) {
         sizes
     };
     say(&format!(
-        "storage bench: artifact format v{}, vectors {}",
+        "storage bench: artifact format v{}, vectors {} (shipped model)",
         kdd::artifact::FORMAT_VERSION,
-        kdd::embed::QUANTIZATION
+        kdd::embed::quantization(kdd::embed::model::DEFAULT_MODEL, 384)
     ));
     real_corpus();
     for n in sizes {

@@ -19,6 +19,7 @@
 //!   depends on what else was in its batch (dynamic int8 activation scales are per batch), and a
 //!   key already stored is never re-embedded, so committed bytes only change when text changes.
 
+pub mod centre;
 pub mod chunk;
 pub mod hashed;
 pub mod identity;
@@ -36,7 +37,7 @@ pub use chunk::{chunk_spec, embeddable_keys, Chunk};
 pub use hashed::HashedEmbedder;
 pub use model::{discover, ModelChoice, ModelSpec, OrtEmbedder};
 pub use shared::{QueryEmbedder, Shared};
-pub use store::{decode, encode, VectorFile, QUANTIZATION};
+pub use store::{decode, encode, quantization, VectorFile};
 
 use std::path::PathBuf;
 

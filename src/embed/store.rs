@@ -7,17 +7,18 @@
 //! 0       4     magic "KDDV"
 //! 4       2     format version (2)
 //! 6       1     quantisation (see `Quant`): 1 int8 + f32 scale, 2 int4 + f32 scale, 3 binary,
-//!               4 int2 (no scale)
-//! 7       1     reserved (0)
+//!               4 int2 (no scale), 5 binary-centred (f32 scale, see `super::centre`)
+//! 7       1     centre version for code 5 (`centre::CENTRE_VERSION`), else 0
 //! 8       2     dims
 //! 10      4     model fingerprint: first 4 bytes of blake3(model id)
 //! then records to the end of the file (count = body length / record length), chunk order:
 //!         8     chunk key (first 8 bytes of blake3(model id ‖ 0x00 ‖ context_text))
-//!         4     scale (f32; int8/int4 only): value_i = q_i × scale
+//!         4     scale (f32; int8/int4/binary-centred only): value_i = q_i × scale
+//!               (binary-centred: centre_i + q_i × scale)
 //!         …     int8: dims bytes; int4: ⌈dims/2⌉ bytes, two's-complement nibbles (low nibble =
-//!               even index, q ∈ [-7, 7]); binary: ⌈dims/8⌉ bytes, bit i (LSB first) = q_i ≥ 0;
-//!               int2: ⌈dims/4⌉ bytes, 2-bit codes (lowest bits = first index) 0, 1, 2, 3 for
-//!               q = -3, -1, 1, 3
+//!               even index, q ∈ [-7, 7]); binary and binary-centred: ⌈dims/8⌉ bytes, bit i
+//!               (LSB first) = q_i ≥ 0; int2: ⌈dims/4⌉ bytes, 2-bit codes (lowest bits = first
+//!               index) 0, 1, 2, 3 for q = -3, -1, 1, 3
 //! ```
 //!
 //! Format version 1 (read only; `kdd index` rewrites it as v2): a 16-byte header `KDDV`, u16
@@ -31,26 +32,23 @@
 //! manifest. A chunk key of 64 bits is looked up among every chunk of the index (the reuse
 //! pool): at 100,000 chunks the chance of any accidental collision is n²/2^65 ≈ 3·10^-10.
 //!
-//! Quantisation ([`QUANT`], chosen on the dev set): every vector is first quantised to int8
+//! Quantisation ([`write_quant`]): every vector is first quantised to int8
 //! (`Record::quantize`, scale = max|x|/127); the file codes are derived from those int8 values,
-//! so a fresh index and a migrated v1 index give the same bytes. Binary keeps only signs: with
-//! cosine distance (the cache's arroy index) no scale is needed, the decoded vector is
-//! ±1/√dims and the query stays float (asymmetric scoring).
-//!
-//! Measured on the 60 dev queries (real model, everything else equal): int8 nDCG@10 0.761,
-//! Hit@5 0.883, P@5 0.443; int4 0.766 / 0.883 / 0.443; **int2 0.761 / 0.900 / 0.443**; binary
-//! 0.733 / 0.917 / 0.420 with the paraphrase slice falling from 0.791 to 0.726. On the check set
-//! (`tools/eval`) int4 0.825 / 0.933, int2 0.839 / 0.933. Int2 is the smallest that keeps
-//! quality, so it is written (96 bytes + key per 384-d record, against int4's 196: the real
-//! corpus' L2 index goes from 34% to 24% of its spec bytes, under issue 15's 25%); int4, int8
-//! and binary stay readable. The int2 levels ±1, ±3 with the threshold at the vector's RMS are
-//! the 2-bit Lloyd–Max quantiser of a normal distribution (levels ±0.45σ, ±1.51σ, threshold
-//! 0.98σ) rounded to a 1 : 3 ratio; cosine needs no scale, so none is stored.
+//! so a fresh index and a migrated v1 index give the same bytes. A model whose centre this build
+//! ships (the default multilingual-e5-small) is written as centred sign bits, 52 bytes + key per
+//! 384-d record; any other model as int2 (±1, ±3 around the vector's RMS, no scale: the 2-bit
+//! Lloyd–Max levels rounded to 1 : 3), 96 bytes + key. Cosine needs no scale for raw codes, so
+//! binary and int2 decode to unit vectors and the query stays float (asymmetric scoring).
+//! Dev-set figures (issues 13 and 15, 60 queries, hybrid nDCG@10): int8 0.761, int4 0.766,
+//! int2 0.761, binary 0.733, binary-centred 0.759 (check set: int2 0.839, binary-centred 0.851).
+//! Int8, int4, binary and int2 files stay readable; when centred codes are written, int2 and
+//! binary records are not reused (they cannot become centred codes without loss: their chunks
+//! are embedded again).
 //!
 //! No timestamps, no platform-dependent fields: the same vectors give the same bytes everywhere.
 //! Decoding is bounded: dims ≤ 8192, the length must be exactly header + k × record length.
 
-use super::Error;
+use super::{centre, Error};
 
 /// File magic.
 pub const MAGIC: &[u8; 4] = b"KDDV";
@@ -74,6 +72,8 @@ pub type Fingerprint = [u8; FINGERPRINT_LEN];
 /// Stored quantisation of a vector file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Quant {
+    /// One sign bit per dimension of the residual against the model's centre, plus an f32
+    /// scale (see [`super::centre`]); written for a model that has a centre.
     /// int8 with one f32 scale per vector (format v1's only quantisation).
     Int8,
     /// 4-bit (q ∈ [-7, 7]) with one f32 scale per vector.
@@ -83,6 +83,7 @@ pub enum Quant {
     /// Two bits per dimension (q ∈ {-3, -1, 1, 3}: sign, and whether |x| reaches the vector's
     /// root mean square), no scale.
     Int2,
+    BinaryCentred,
 }
 
 impl Quant {
@@ -92,6 +93,7 @@ impl Quant {
             Quant::Int4 => 2,
             Quant::Binary => 3,
             Quant::Int2 => 4,
+            Quant::BinaryCentred => 5,
         }
     }
 
@@ -101,6 +103,7 @@ impl Quant {
             2 => Some(Quant::Int4),
             3 => Some(Quant::Binary),
             4 => Some(Quant::Int2),
+            5 => Some(Quant::BinaryCentred),
             _ => None,
         }
     }
@@ -112,6 +115,7 @@ impl Quant {
             Quant::Int4 => "int4-scaled",
             Quant::Binary => "binary-sign",
             Quant::Int2 => "int2-rms",
+            Quant::BinaryCentred => "binary-centred",
         }
     }
 
@@ -123,14 +127,24 @@ impl Quant {
                 Quant::Int4 => 4 + dims.div_ceil(2),
                 Quant::Binary => dims.div_ceil(8),
                 Quant::Int2 => dims.div_ceil(4),
+                Quant::BinaryCentred => centre::body_len(dims),
             }
     }
 }
 
-/// The quantisation this build writes (see the module doc for the dev-set figures).
-pub const QUANT: Quant = Quant::Int2;
+/// The quantisation this build writes for `model` vectors of `dims` values: centred sign bits
+/// when the build ships the model's centre, else 2-bit codes (see the module doc).
+pub fn write_quant(model: &str, dims: usize) -> Quant {
+    match centre::centre_of(model) {
+        Some(c) if c.len() == dims => Quant::BinaryCentred,
+        _ => Quant::Int2,
+    }
+}
+
 /// Quantisation name recorded in the manifest's `embedding.quantization`.
-pub const QUANTIZATION: &str = QUANT.name();
+pub fn quantization(model: &str, dims: usize) -> &'static str {
+    write_quant(model, dims).name()
+}
 
 /// The fingerprint of a model id.
 pub fn fingerprint(model: &str) -> Fingerprint {
@@ -139,12 +153,14 @@ pub fn fingerprint(model: &str) -> Fingerprint {
     f
 }
 
-/// One stored vector: value_i ≈ q_i × scale.
+/// One stored vector: value_i ≈ q_i × scale, or centre_i + q_i × scale for centred codes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
     pub key: ChunkKey,
     pub scale: f32,
     pub q: Vec<i8>,
+    /// The centre of decoded centred codes (`None` for every other record).
+    pub centre: Option<&'static [f32]>,
 }
 
 impl Record {
@@ -166,12 +182,28 @@ impl Record {
                 }
             })
             .collect();
-        Record { key, scale, q }
+        Record {
+            key,
+            scale,
+            q,
+            centre: None,
+        }
     }
 
     /// The approximate f32 vector.
     pub fn dequantize(&self) -> Vec<f32> {
-        self.q.iter().map(|&x| x as f32 * self.scale).collect()
+        match self.centre {
+            Some(c) => centre::dequantize(self.scale, &self.q, c),
+            None => self.q.iter().map(|&x| x as f32 * self.scale).collect(),
+        }
+    }
+
+    /// This record as int8 codes (itself unless it holds centred codes).
+    fn plain(&self) -> std::borrow::Cow<'_, Record> {
+        match self.centre {
+            Some(_) => std::borrow::Cow::Owned(Record::quantize(self.key, &self.dequantize())),
+            None => std::borrow::Cow::Borrowed(self),
+        }
     }
 
     /// The int4 codes and scale of this record: kept as they are when already within ±7 (a
@@ -224,7 +256,7 @@ pub struct VectorFile {
     /// The model's fingerprint (what [`VectorFile::belongs_to`] checks).
     pub fingerprint: Fingerprint,
     pub dims: usize,
-    /// Stored quantisation (encode writes [`QUANT`] whatever this says).
+    /// Stored quantisation (encode writes [`write_quant`] of the model whatever this says).
     pub quant: Quant,
     pub records: Vec<Record>,
 }
@@ -236,7 +268,7 @@ impl VectorFile {
             model: model.to_string(),
             fingerprint: fingerprint(model),
             dims,
-            quant: QUANT,
+            quant: write_quant(model, dims),
             records,
         }
     }
@@ -252,20 +284,30 @@ impl VectorFile {
     }
 }
 
-/// Encode a vector file in format v2 with [`QUANT`]. Records keep the given order.
+/// Encode a vector file in format v2 with [`write_quant`] of its model. Records keep the given
+/// order.
 pub fn encode(file: &VectorFile) -> Vec<u8> {
     let dims = file.dims.min(u16::MAX as usize);
-    let mut out = Vec::with_capacity(V2_HEADER + file.records.len() * QUANT.record_len(dims));
+    let quant = write_quant(&file.model, dims);
+    let centre = centre::centre_of(&file.model).filter(|c| c.len() == dims);
+    let mut out = Vec::with_capacity(V2_HEADER + file.records.len() * quant.record_len(dims));
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
-    out.push(QUANT.code());
-    out.push(0);
+    out.push(quant.code());
+    out.push(centre.map_or(0, |_| centre::CENTRE_VERSION));
     out.extend_from_slice(&(dims as u16).to_le_bytes());
     out.extend_from_slice(&fingerprint(&file.model));
     for r in &file.records {
         debug_assert_eq!(r.q.len(), dims);
         out.extend_from_slice(&r.key);
-        encode_codes(QUANT, r, dims, &mut out);
+        match centre {
+            Some(_) if r.centre.is_some() => centre::encode(r.scale, &r.q, dims, &mut out),
+            Some(c) => {
+                let (scale, q) = centre::quantize(&r.dequantize(), c);
+                centre::encode(scale, &q, dims, &mut out)
+            }
+            None => encode_codes(quant, &r.plain(), dims, &mut out),
+        }
     }
     out
 }
@@ -273,6 +315,7 @@ pub fn encode(file: &VectorFile) -> Vec<u8> {
 fn encode_codes(quant: Quant, r: &Record, dims: usize, out: &mut Vec<u8>) {
     let q = |i: usize| r.q.get(i).copied().unwrap_or(0);
     match quant {
+        Quant::BinaryCentred => unreachable!("centred codes are written by `encode`"),
         Quant::Int8 => {
             out.extend_from_slice(&r.scale.to_le_bytes());
             out.extend((0..dims).map(|i| q(i) as u8));
@@ -303,6 +346,7 @@ fn encode_codes(quant: Quant, r: &Record, dims: usize, out: &mut Vec<u8>) {
 fn decode_codes(quant: Quant, rec: &[u8], dims: usize) -> Result<(f32, Vec<i8>), String> {
     let scale = || f32::from_le_bytes(rec[..4].try_into().expect("4 bytes"));
     let (scale, q) = match quant {
+        Quant::BinaryCentred => centre::decode(rec, dims),
         Quant::Int8 => (scale(), rec[4..].iter().map(|&b| b as i8).collect()),
         Quant::Int4 => {
             let nib = |b: u8| ((b << 4) as i8) >> 4;
@@ -377,6 +421,17 @@ fn decode_v2(bytes: &[u8]) -> Result<VectorFile, String> {
         return Err(format!("implausible dimension {dims}"));
     }
     let fp: Fingerprint = bytes[10..V2_HEADER].try_into().expect("4 bytes");
+    let centre = match quant {
+        Quant::BinaryCentred => Some(
+            centre::centre_of_fingerprint(&fp)
+                .filter(|c| c.len() == dims && bytes[7] == centre::CENTRE_VERSION)
+                .ok_or(format!(
+                    "vectors centred on a centre this kdd does not ship (version {}, {dims} dims)",
+                    bytes[7]
+                ))?,
+        ),
+        _ => None,
+    };
     let rec_len = quant.record_len(dims);
     let body = &bytes[V2_HEADER..];
     if !body.len().is_multiple_of(rec_len) {
@@ -389,7 +444,12 @@ fn decode_v2(bytes: &[u8]) -> Result<VectorFile, String> {
     for rec in body.chunks_exact(rec_len) {
         let key: ChunkKey = rec[..KEY_LEN].try_into().expect("key bytes");
         let (scale, q) = decode_codes(quant, &rec[KEY_LEN..], dims)?;
-        records.push(Record { key, scale, q });
+        records.push(Record {
+            key,
+            scale,
+            q,
+            centre,
+        });
     }
     Ok(VectorFile {
         model: String::new(),
@@ -435,7 +495,12 @@ fn decode_v1(bytes: &[u8]) -> Result<VectorFile, String> {
     for rec in bytes[id_end..].chunks_exact(rec_len) {
         let key: ChunkKey = rec[..KEY_LEN].try_into().expect("key bytes");
         let (scale, q) = decode_codes(Quant::Int8, &rec[V1_KEY_LEN..], dims)?;
-        records.push(Record { key, scale, q });
+        records.push(Record {
+            key,
+            scale,
+            q,
+            centre: None,
+        });
     }
     Ok(VectorFile {
         fingerprint: fingerprint(&model),
@@ -447,137 +512,4 @@ fn decode_v1(bytes: &[u8]) -> Result<VectorFile, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::embed::cosine;
-
-    fn sample() -> VectorFile {
-        let v1: Vec<f32> = (0..8).map(|i| (i as f32 - 3.5) / 10.0).collect();
-        let v2: Vec<f32> = (0..8).map(|i| ((i * 7) % 5) as f32 / 4.0 - 0.3).collect();
-        VectorFile::new(
-            "m",
-            8,
-            vec![Record::quantize([1; 8], &v1), Record::quantize([2; 8], &v2)],
-        )
-    }
-
-    /// Format v1 bytes as the previous kdd wrote them (test-only writer).
-    fn encode_v1(f: &VectorFile) -> Vec<u8> {
-        let mut out = Vec::new();
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&1u16.to_le_bytes());
-        out.extend_from_slice(&[1, 0]);
-        out.extend_from_slice(&(f.dims as u32).to_le_bytes());
-        out.extend_from_slice(&(f.records.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(f.model.len() as u16).to_le_bytes());
-        out.extend_from_slice(f.model.as_bytes());
-        for r in &f.records {
-            out.extend_from_slice(&r.key);
-            out.extend_from_slice(&[0xee; V1_KEY_LEN - KEY_LEN]);
-            out.extend_from_slice(&r.scale.to_le_bytes());
-            out.extend(r.q.iter().map(|&x| x as u8));
-        }
-        out
-    }
-
-    #[test]
-    fn roundtrip_is_stable_and_sized() {
-        let f = sample();
-        let bytes = encode(&f);
-        assert_eq!(bytes.len(), V2_HEADER + 2 * QUANT.record_len(8));
-        let d = decode("x.bin", &bytes).unwrap();
-        assert!(d.belongs_to("m") && !d.belongs_to("other"));
-        assert_eq!((d.dims, d.quant, d.records.len()), (8, QUANT, 2));
-        // Re-encoding a decoded file gives the same bytes (no churn on re-index).
-        assert_eq!(encode(&VectorFile::new("m", 8, d.records.clone())), bytes);
-        // Signs survive; cosine against the float vector stays high for a 384-d vector.
-        let v: Vec<f32> = (0..384)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 77.0)
-            .collect();
-        let r = Record::quantize([0; 8], &v);
-        assert!(cosine(&v, &r.dequantize()) > 0.9999);
-        let one = encode(&VectorFile::new("m", 384, vec![r]));
-        let back = &decode("y.bin", &one).unwrap().records[0];
-        assert!(
-            cosine(&v, &back.dequantize()) > 0.9,
-            "{}",
-            cosine(&v, &back.dequantize())
-        );
-        assert_eq!(
-            Record::quantize([0; 8], &[0.0; 4]).dequantize(),
-            vec![0.0; 4]
-        );
-    }
-
-    #[test]
-    fn every_quantisation_roundtrips() {
-        let f = sample();
-        for quant in [Quant::Int8, Quant::Int4, Quant::Binary, Quant::Int2] {
-            for r in &f.records {
-                let mut out = Vec::new();
-                encode_codes(quant, r, 8, &mut out);
-                assert_eq!(out.len() + KEY_LEN, quant.record_len(8));
-                let (scale, q) = decode_codes(quant, &out, 8).unwrap();
-                let back = Record {
-                    key: r.key,
-                    scale,
-                    q,
-                };
-                let c = cosine(&r.dequantize(), &back.dequantize());
-                assert!(c > 0.7, "{quant:?} {c}");
-                let mut again = Vec::new();
-                encode_codes(quant, &back, 8, &mut again);
-                assert_eq!(again, out, "{quant:?} is idempotent");
-            }
-        }
-    }
-
-    #[test]
-    fn v1_files_are_read_and_migrate_to_the_same_v2_bytes() {
-        let f = sample();
-        let v1 = encode_v1(&f);
-        let d = decode("old.bin", &v1).unwrap();
-        assert_eq!((d.model.as_str(), d.quant), ("m", Quant::Int8));
-        assert_eq!(d.records, f.records);
-        assert_eq!(encode(&VectorFile::new("m", 8, d.records)), encode(&f));
-    }
-
-    #[test]
-    fn corrupt_files_are_named_errors() {
-        let bytes = encode(&sample());
-        let v1 = encode_v1(&sample());
-        for bad in [
-            &b""[..],
-            &b"NOPE00000000000000000"[..],
-            &bytes[..bytes.len() - 1],
-            &v1[..v1.len() - 1],
-            &v1[..17],
-        ] {
-            let e = decode("embeddings/entity/X.bin", bad).unwrap_err();
-            let msg = e.to_string();
-            assert!(msg.contains("embeddings/entity/X.bin"), "{msg}");
-            assert!(msg.contains("kdd index"), "{msg}");
-        }
-        let mut v9 = bytes.clone();
-        v9[4] = 9;
-        assert!(decode("a", &v9)
-            .unwrap_err()
-            .to_string()
-            .contains("version 9"));
-        let mut q = bytes.clone();
-        q[6] = 7;
-        assert!(decode("a", &q)
-            .unwrap_err()
-            .to_string()
-            .contains("quantisation"));
-        let mut zero = bytes.clone();
-        zero[8..10].copy_from_slice(&0u16.to_le_bytes());
-        assert!(decode("a", &zero).is_err());
-        let mut huge = v1.clone();
-        huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(decode("a", &huge).is_err());
-        let mut many = v1;
-        many[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(decode("a", &many).is_err());
-    }
-}
+mod tests;

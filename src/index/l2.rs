@@ -16,7 +16,7 @@
 use super::vectors::{embed_specs, EmbedStats, VectorPool};
 use super::ArtifactExtras;
 use crate::artifact::{ArtifactPaths, EmbeddingInfo, IndexLevel, Manifest};
-use crate::embed::store::QUANTIZATION;
+use crate::embed::store::quantization;
 use crate::embed::Embedder;
 use crate::spec::Extracted;
 use std::collections::{BTreeMap, BTreeSet};
@@ -95,7 +95,7 @@ impl L2Extras {
         EmbeddingInfo {
             model: self.model.clone(),
             dimensions: self.dims as u32,
-            quantization: QUANTIZATION.to_string(),
+            quantization: quantization(&self.model, self.dims).to_string(),
         }
     }
 }

@@ -9,7 +9,7 @@
 
 use crate::artifact::ArtifactPaths;
 use crate::embed::chunk::{chunk_spec, Chunk};
-use crate::embed::store::{decode, encode, ChunkKey, Record, VectorFile};
+use crate::embed::store::{decode, encode, write_quant, ChunkKey, Quant, Record, VectorFile};
 use crate::embed::{Embedder, Error};
 use crate::spec::Extracted;
 use std::collections::{BTreeMap, HashMap};
@@ -45,9 +45,16 @@ impl VectorPool {
     }
 
     /// Add the records of a decoded file made with the same model and dims (others are ignored:
-    /// their keys could never match anyway, since the key includes the model id).
+    /// their keys could never match anyway, since the key includes the model id). Records that
+    /// cannot become this model's written quantisation without loss are ignored too (2-bit or
+    /// sign codes of raw vectors, when centred codes are written): their chunks are embedded
+    /// again.
     pub fn add_file(&mut self, file: &VectorFile) -> bool {
         if !file.belongs_to(&self.model) || file.dims != self.dims {
+            return false;
+        }
+        let lossy = matches!(file.quant, Quant::Int2 | Quant::Binary);
+        if lossy && write_quant(&self.model, self.dims) == Quant::BinaryCentred {
             return false;
         }
         for r in &file.records {
@@ -282,5 +289,30 @@ mod tests {
         let evt = spec(Kind::Event, "EVT-X", "X", vec![]);
         let (f, _) = embed_specs(&mut e, &[&evt], &mut pool2).unwrap();
         assert_eq!(decode("x", &f[0].bytes).unwrap().records.len(), 1);
+    }
+
+    #[test]
+    fn raw_two_bit_records_are_not_reused_when_centred_codes_are_written() {
+        let model = crate::embed::model::DEFAULT_MODEL;
+        let v: Vec<f32> = (0..384)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 400.0)
+            .collect();
+        let rec = Record::quantize([7; 8], &v);
+        let file = |quant| VectorFile {
+            quant,
+            ..VectorFile::new(model, 384, vec![rec.clone()])
+        };
+        let mut pool = VectorPool::new(model, 384);
+        assert!(!pool.add_file(&file(Quant::Int2)) && pool.is_empty());
+        assert!(!pool.add_file(&file(Quant::Binary)) && pool.is_empty());
+        // int8 (format v1) and centred records are reused.
+        assert!(pool.add_file(&file(Quant::Int8)) && pool.len() == 1);
+        // A model without a centre keeps reusing its 2-bit records.
+        let mut other = VectorPool::new("m", 384);
+        let f = VectorFile {
+            quant: Quant::Int2,
+            ..VectorFile::new("m", 384, vec![rec.clone()])
+        };
+        assert!(other.add_file(&f) && other.len() == 1);
     }
 }
