@@ -183,6 +183,24 @@ fn corrupt_vector_file_is_named_and_regenerated() {
     );
     assert_eq!(embedded(&o), 2);
     assert_eq!(std::fs::read(&p).unwrap(), good);
+    // A crafted file of centred codes whose centre this build does not ship (a teammate's newer
+    // kdd, or a forgery) is refused by name, never decoded against the wrong centre.
+    let mut crafted = b"KDDV\x02\x00\x05\x09\x80\x01".to_vec();
+    crafted.extend_from_slice(&kdd::embed::store::fingerprint(
+        kdd::embed::model::DEFAULT_MODEL,
+    ));
+    crafted.extend_from_slice(&[0u8; 8 + 4 + 48]);
+    std::fs::write(&p, &crafted).unwrap();
+    let o = kdd_env(dir, &["status", "--json"], TEST);
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
+    let corrupt = v["corrupt"].to_string();
+    assert!(
+        corrupt.contains("embeddings/entity/Pedido.bin") && corrupt.contains("centre"),
+        "{v}"
+    );
+    assert!(kdd_env(dir, &["index"], TEST).status.success());
+    assert_eq!(std::fs::read(&p).unwrap(), good);
 }
 
 #[test]
