@@ -11,7 +11,7 @@
 //! centred 1-bit 0.461, in 60 bytes a record instead of 104 (int2) or 396 (int8). Hybrid:
 //! dev 0.761 → 0.759, the check set 0.839 → 0.851 (`tools/eval/README.md`).
 //!
-//! Record (after the 8-byte key): f32 `scale`, then ⌈dims/8⌉ bytes of sign bits (bit i, LSB
+//! Record (after the 8-byte key; written by `super::store`): f32 `scale`, then ⌈dims/8⌉ bytes of sign bits (bit i, LSB
 //! first, set = q_i = +1). value_i = centre_i + scale × q_i. `scale` = √(2/π) × RMS of the
 //! residual: the one-bit Lloyd–Max level of a normally distributed component.
 //!
@@ -39,6 +39,11 @@ const E5_SMALL: &[u8] = include_bytes!("centre/multilingual-e5-small-int8.f32");
 /// The centre of `model` (its id), when this build ships one.
 pub fn centre_of(model: &str) -> Option<&'static [f32]> {
     (model == E5_SMALL_ID).then(e5_small)
+}
+
+/// The centre of `model` when this build ships one for vectors of `dims` values.
+pub fn centre_for(model: &str, dims: usize) -> Option<&'static [f32]> {
+    centre_of(model).filter(|c| c.len() == dims)
 }
 
 /// The centre of the model whose fingerprint is `fp`, when this build ships one.
@@ -72,36 +77,6 @@ pub fn dequantize(scale: f32, q: &[i8], centre: &[f32]) -> Vec<f32> {
         .zip(centre)
         .map(|(&q, c)| c + scale * q as f32)
         .collect()
-}
-
-/// Append the record body (scale, sign bits) of centred codes.
-pub fn encode(scale: f32, q: &[i8], dims: usize, out: &mut Vec<u8>) {
-    out.extend_from_slice(&scale.to_le_bytes());
-    out.extend((0..dims.div_ceil(8)).map(|b| {
-        (0..8)
-            .filter(|j| q.get(b * 8 + j).is_some_and(|&x| x > 0))
-            .fold(0u8, |acc, j| acc | (1 << j))
-    }));
-}
-
-/// Bytes of a record body of `dims` values.
-pub fn body_len(dims: usize) -> usize {
-    4 + dims.div_ceil(8)
-}
-
-/// The scale and codes of a record body (its length is [`body_len`]).
-pub fn decode(rec: &[u8], dims: usize) -> (f32, Vec<i8>) {
-    let scale = f32::from_le_bytes(rec[..4].try_into().expect("4 bytes"));
-    let q = (0..dims)
-        .map(|i| {
-            if rec[4 + i / 8] >> (i % 8) & 1 == 1 {
-                1
-            } else {
-                -1
-            }
-        })
-        .collect();
-    (scale, q)
 }
 
 #[cfg(test)]
@@ -150,9 +125,6 @@ mod tests {
         // The residual's direction is kept: a is closer to its own reconstruction than b is,
         // by a margin raw signs do not keep.
         assert!(ca - cb > 0.01, "{ca} {cb}");
-        let mut out = Vec::new();
-        encode(sa, &qa, 384, &mut out);
-        assert_eq!(out.len(), body_len(384));
-        assert_eq!(decode(&out, 384), (sa, qa));
+        assert!(qa.iter().all(|q| q.abs() == 1));
     }
 }

@@ -72,8 +72,6 @@ pub type Fingerprint = [u8; FINGERPRINT_LEN];
 /// Stored quantisation of a vector file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Quant {
-    /// One sign bit per dimension of the residual against the model's centre, plus an f32
-    /// scale (see [`super::centre`]); written for a model that has a centre.
     /// int8 with one f32 scale per vector (format v1's only quantisation).
     Int8,
     /// 4-bit (q ∈ [-7, 7]) with one f32 scale per vector.
@@ -83,6 +81,8 @@ pub enum Quant {
     /// Two bits per dimension (q ∈ {-3, -1, 1, 3}: sign, and whether |x| reaches the vector's
     /// root mean square), no scale.
     Int2,
+    /// One sign bit per dimension of the residual against the model's centre, plus an f32
+    /// scale (see [`super::centre`]); written for a model that has a centre.
     BinaryCentred,
 }
 
@@ -127,7 +127,7 @@ impl Quant {
                 Quant::Int4 => 4 + dims.div_ceil(2),
                 Quant::Binary => dims.div_ceil(8),
                 Quant::Int2 => dims.div_ceil(4),
-                Quant::BinaryCentred => centre::body_len(dims),
+                Quant::BinaryCentred => 4 + dims.div_ceil(8),
             }
     }
 }
@@ -135,9 +135,9 @@ impl Quant {
 /// The quantisation this build writes for `model` vectors of `dims` values: centred sign bits
 /// when the build ships the model's centre, else 2-bit codes (see the module doc).
 pub fn write_quant(model: &str, dims: usize) -> Quant {
-    match centre::centre_of(model) {
-        Some(c) if c.len() == dims => Quant::BinaryCentred,
-        _ => Quant::Int2,
+    match centre::centre_for(model, dims) {
+        Some(_) => Quant::BinaryCentred,
+        None => Quant::Int2,
     }
 }
 
@@ -289,7 +289,7 @@ impl VectorFile {
 pub fn encode(file: &VectorFile) -> Vec<u8> {
     let dims = file.dims.min(u16::MAX as usize);
     let quant = write_quant(&file.model, dims);
-    let centre = centre::centre_of(&file.model).filter(|c| c.len() == dims);
+    let centre = centre::centre_for(&file.model, dims);
     let mut out = Vec::with_capacity(V2_HEADER + file.records.len() * quant.record_len(dims));
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -300,14 +300,20 @@ pub fn encode(file: &VectorFile) -> Vec<u8> {
     for r in &file.records {
         debug_assert_eq!(r.q.len(), dims);
         out.extend_from_slice(&r.key);
-        match centre {
-            Some(_) if r.centre.is_some() => centre::encode(r.scale, &r.q, dims, &mut out),
+        let r = match centre {
+            Some(_) if r.centre.is_some() => std::borrow::Cow::Borrowed(r),
             Some(c) => {
                 let (scale, q) = centre::quantize(&r.dequantize(), c);
-                centre::encode(scale, &q, dims, &mut out)
+                std::borrow::Cow::Owned(Record {
+                    key: r.key,
+                    scale,
+                    q,
+                    centre: Some(c),
+                })
             }
-            None => encode_codes(quant, &r.plain(), dims, &mut out),
-        }
+            None => r.plain(),
+        };
+        encode_codes(quant, &r, dims, &mut out);
     }
     out
 }
@@ -315,7 +321,6 @@ pub fn encode(file: &VectorFile) -> Vec<u8> {
 fn encode_codes(quant: Quant, r: &Record, dims: usize, out: &mut Vec<u8>) {
     let q = |i: usize| r.q.get(i).copied().unwrap_or(0);
     match quant {
-        Quant::BinaryCentred => unreachable!("centred codes are written by `encode`"),
         Quant::Int8 => {
             out.extend_from_slice(&r.scale.to_le_bytes());
             out.extend((0..dims).map(|i| q(i) as u8));
@@ -326,11 +331,11 @@ fn encode_codes(quant: Quant, r: &Record, dims: usize, out: &mut Vec<u8>) {
             let n = |i: usize| (q4.get(i).copied().unwrap_or(0) as u8) & 0x0f;
             out.extend((0..dims.div_ceil(2)).map(|b| n(2 * b) | (n(2 * b + 1) << 4)));
         }
-        Quant::Binary => out.extend((0..dims.div_ceil(8)).map(|b| {
-            (0..8)
-                .filter(|j| b * 8 + j < dims && q(b * 8 + j) >= 0)
-                .fold(0u8, |acc, j| acc | (1 << j))
-        })),
+        Quant::Binary => out.extend(sign_bits(dims, |i| q(i) >= 0)),
+        Quant::BinaryCentred => {
+            out.extend_from_slice(&r.scale.to_le_bytes());
+            out.extend(sign_bits(dims, |i| q(i) > 0));
+        }
         Quant::Int2 => {
             let q2 = r.int2();
             // -3, -1, 1, 3 → 0, 1, 2, 3 (padding dimensions code as 1, i.e. q = -1, never read).
@@ -343,10 +348,32 @@ fn encode_codes(quant: Quant, r: &Record, dims: usize, out: &mut Vec<u8>) {
     }
 }
 
+/// ⌈dims/8⌉ bytes of sign bits: bit i (LSB first) is set when `positive(i)`.
+fn sign_bits(dims: usize, positive: impl Fn(usize) -> bool) -> impl Iterator<Item = u8> {
+    (0..dims.div_ceil(8)).map(move |b| {
+        (0..8)
+            .filter(|j| b * 8 + j < dims && positive(b * 8 + j))
+            .fold(0u8, |acc, j| acc | (1 << j))
+    })
+}
+
+/// The ±1 codes of `dims` sign bits (see [`sign_bits`]).
+fn signs(bits: &[u8], dims: usize) -> Vec<i8> {
+    (0..dims)
+        .map(|i| {
+            if bits[i / 8] >> (i % 8) & 1 == 1 {
+                1
+            } else {
+                -1
+            }
+        })
+        .collect()
+}
+
 fn decode_codes(quant: Quant, rec: &[u8], dims: usize) -> Result<(f32, Vec<i8>), String> {
     let scale = || f32::from_le_bytes(rec[..4].try_into().expect("4 bytes"));
     let (scale, q) = match quant {
-        Quant::BinaryCentred => centre::decode(rec, dims),
+        Quant::BinaryCentred => (scale(), signs(&rec[4..], dims)),
         Quant::Int8 => (scale(), rec[4..].iter().map(|&b| b as i8).collect()),
         Quant::Int4 => {
             let nib = |b: u8| ((b << 4) as i8) >> 4;
@@ -358,18 +385,7 @@ fn decode_codes(quant: Quant, rec: &[u8], dims: usize) -> Result<(f32, Vec<i8>),
                 .collect();
             (scale(), q)
         }
-        Quant::Binary => {
-            let q = (0..dims)
-                .map(|i| {
-                    if rec[i / 8] >> (i % 8) & 1 == 1 {
-                        1
-                    } else {
-                        -1
-                    }
-                })
-                .collect();
-            (1.0 / (dims as f32).sqrt(), q)
-        }
+        Quant::Binary => (1.0 / (dims as f32).sqrt(), signs(rec, dims)),
         Quant::Int2 => {
             let q: Vec<i8> = (0..dims)
                 .map(|i| ((rec[i / 4] >> (2 * (i % 4))) & 3) as i8 * 2 - 3)

@@ -156,6 +156,14 @@ fn missing_runtime_or_model_indexes_at_l1_with_a_warning_and_back_to_l2() {
     assert_eq!(embedded(&o), 0, "{}", text(&o));
 }
 
+/// The unreadable artifacts `kdd status --json` lists, as JSON text.
+fn status_corrupt(dir: &Path) -> String {
+    let o = kdd_env(dir, &["status", "--json"], TEST);
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
+    v["corrupt"].to_string()
+}
+
 #[test]
 fn corrupt_vector_file_is_named_and_regenerated() {
     let repo = git_repo();
@@ -166,13 +174,10 @@ fn corrupt_vector_file_is_named_and_regenerated() {
     let good = std::fs::read(&p).unwrap();
     std::fs::write(&p, b"KDDV garbage").unwrap();
     // `status` names it among the unreadable artifacts, with what to do.
-    let o = kdd_env(dir, &["status", "--json"], TEST);
-    let v: serde_json::Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
-    let corrupt = v["corrupt"].to_string();
+    let corrupt = status_corrupt(dir);
     assert!(
         corrupt.contains("embeddings/entity/Pedido.bin") && corrupt.contains("kdd index"),
-        "{v}"
+        "{corrupt}"
     );
     let o = kdd_env(dir, &["index"], TEST);
     assert!(o.status.success(), "{}", text(&o));
@@ -191,13 +196,10 @@ fn corrupt_vector_file_is_named_and_regenerated() {
     ));
     crafted.extend_from_slice(&[0u8; 8 + 4 + 48]);
     std::fs::write(&p, &crafted).unwrap();
-    let o = kdd_env(dir, &["status", "--json"], TEST);
-    let v: serde_json::Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
-    let corrupt = v["corrupt"].to_string();
+    let corrupt = status_corrupt(dir);
     assert!(
         corrupt.contains("embeddings/entity/Pedido.bin") && corrupt.contains("centre"),
-        "{v}"
+        "{corrupt}"
     );
     assert!(kdd_env(dir, &["index"], TEST).status.success());
     assert_eq!(std::fs::read(&p).unwrap(), good);
