@@ -3,7 +3,8 @@
 //! Ranking:
 //! 0. Searched text (see [`super::searched`]): the question, its translation when it is in the
 //!    other language of the corpus (the agent's own, else machine-made), the agent's keywords
-//!    and hypothetical answer; a translated question leans a little less on the model.
+//!    and hypothetical answer; a translated question leans a little less on the model, and a
+//!    question naming an identifier the corpus contains (see [`super::ident`]) not at all.
 //! 1. Lexical: field-weighted BM25 over identity and section documents (see `cache::text`),
 //!    one score per node = identity match + best section (+ a little of the second best).
 //! 2. Semantic (L2): cosine of the query embedding against every chunk vector; a node scores its

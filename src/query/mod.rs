@@ -15,6 +15,7 @@ mod fuse;
 mod graph;
 mod hits;
 mod hybrid;
+mod ident;
 mod isolate;
 pub mod knobs;
 mod prf;

@@ -279,3 +279,35 @@ fn an_event_is_found_by_its_identity_vector() {
     let hit = hit.unwrap_or_else(|| panic!("event not in the first three: {v}"));
     assert_eq!(hit["match_source"], "semantic", "{v}");
 }
+
+#[test]
+fn a_question_naming_an_identifier_ranks_the_specs_that_contain_it_first() {
+    let dir = crate::util::git_repo();
+    crate::util::copy_dir(
+        &crate::util::fixture("check-multi/specs"),
+        &dir.path().join("specs"),
+    );
+    let l2 = [("KDD_TEST_EMBEDDER", "1")];
+    let o = crate::util::kdd_env(dir.path(), &["index"], &l2);
+    assert!(o.status.success(), "{}", text(&o));
+    // `SLOT_TAKEN` is written in three specs; a question naming it asks for those, whatever
+    // else sounds alike to the embedding model.
+    let q = "what raises the SLOT_TAKEN error when booking";
+    let o = crate::util::kdd_env(dir.path(), &["query", "--json", q], &l2);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let got = files(&v);
+    let mut holders: Vec<&str> = vec![
+        "BR-002-NoOverlap.md",
+        "REQ-001-Booking.md",
+        "CMD-001-BookAppointment.md",
+    ];
+    for f in got.iter().take(3) {
+        let name = f.rsplit('/').next().unwrap();
+        holders.retain(|h| *h != name);
+    }
+    assert!(
+        holders.is_empty(),
+        "not in the first three: {holders:?}; {got:?}"
+    );
+}
