@@ -20,6 +20,8 @@
 //!    answer a question together (a use case, the rule it applies, the command it runs, the
 //!    event that command emits) rise together; an isolated word match does not. Specs that
 //!    only receive support are listed as graph hits with the edge that reached them.
+//!    A question asking for a kind ("which event…", see [`super::intent`]) then lifts the
+//!    candidates of that kind.
 //! 5. Graph expansion: the top hits are expanded through typed, weighted edges (rules applied,
 //!    commands executed, events emitted…; generic wiki-links weigh little and hubs are damped).
 //!    Expansion adds context below the direct hits and gives a small bonus to direct hits that
@@ -349,6 +351,8 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
             .map(|(id, s, sg)| (id, s, Some(sg), None))
             .collect()
     };
+    let asked = super::intent::asked_kinds(&req.query);
+    let cands = super::intent::boost(&snap, cands, &asked, super::knobs::knobs().kind_boost)?;
     let mut trail = Trail::from_support(&cands);
     let mut scores: HashMap<String, f32> =
         cands.iter().map(|(id, s, _, _)| (id.clone(), *s)).collect();

@@ -16,6 +16,7 @@ mod graph;
 mod hits;
 mod hybrid;
 mod ident;
+mod intent;
 mod isolate;
 pub mod knobs;
 mod prf;

@@ -311,3 +311,33 @@ fn a_question_naming_an_identifier_ranks_the_specs_that_contain_it_first() {
         "not in the first three: {holders:?}; {got:?}"
     );
 }
+
+#[test]
+fn a_question_asking_which_event_brings_the_event_up() {
+    let dir = check_repo();
+    let q = "When a patient books an appointment, which event is emitted?";
+    let top = |envs: &[(&str, &str)]| {
+        let o = crate::util::kdd_env(dir.path(), &["query", "--json", q], envs);
+        assert!(o.status.success(), "{}", text(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        files(&v)
+    };
+    let asked = top(&[]);
+    let first_event = asked.iter().position(|f| f.contains("/events/"));
+    assert!(first_event.is_some_and(|p| p < 3), "{asked:?}");
+    assert!(
+        asked[..3]
+            .iter()
+            .any(|f| f.ends_with("EVT-Appointment-Booked.md")),
+        "{asked:?}"
+    );
+    // Without the kind boost the event sits lower: the rule is what lifts it.
+    let plain = top(&[("KDD_RANK_KIND", "0")]);
+    let plain_event = plain
+        .iter()
+        .position(|f| f.ends_with("EVT-Appointment-Booked.md"));
+    assert!(
+        plain_event.is_none_or(|p| p > first_event.unwrap()),
+        "{plain:?}"
+    );
+}
