@@ -100,4 +100,13 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn odd_text_never_panics_and_stays_bounded() {
+        let odd = "𝔘_𝔙 É_Ü {} {{}} }{ -_- ÀB-1 ǅǆ_x {é} İ_ı ß_ẞ \u{0} _ - {";
+        let got = code_like(odd);
+        assert!(got.contains(&"𝔘_𝔙") && got.contains(&"{é}"), "{got:?}");
+        let long = "a_b ".repeat(10_000);
+        assert_eq!(code_like(&long), ["a_b"]);
+    }
 }
