@@ -14,6 +14,20 @@ fn check_repo() -> tempfile::TempDir {
     crate::util::indexed_fixture_repo("check-multi")
 }
 
+/// The check corpus indexed at L2 with the deterministic test embedder (the real model's
+/// figures are in cv.py's reports), and the environment that selects that embedder.
+fn check_repo_l2() -> (tempfile::TempDir, [(&'static str, &'static str); 1]) {
+    let dir = crate::util::git_repo();
+    crate::util::copy_dir(
+        &crate::util::fixture("check-multi/specs"),
+        &dir.path().join("specs"),
+    );
+    let l2 = [("KDD_TEST_EMBEDDER", "1")];
+    let o = crate::util::kdd_env(dir.path(), &["index"], &l2);
+    assert!(o.status.success(), "{}", text(&o));
+    (dir, l2)
+}
+
 /// The JSON answer (an empty answer exits 1, as every query without results does).
 fn json(dir: &Path, args: &[&str]) -> Value {
     let mut a = args.to_vec();
@@ -246,15 +260,7 @@ fn a_question_naming_one_domain_keeps_the_other_domain_down() {
 
 #[test]
 fn an_event_is_found_by_its_identity_vector() {
-    let dir = crate::util::git_repo();
-    crate::util::copy_dir(
-        &crate::util::fixture("check-multi/specs"),
-        &dir.path().join("specs"),
-    );
-    // L2 with the deterministic test embedder (the real model's figures are in cv.py's reports).
-    let l2 = [("KDD_TEST_EMBEDDER", "1")];
-    let o = crate::util::kdd_env(dir.path(), &["index"], &l2);
-    assert!(o.status.success(), "{}", text(&o));
+    let (dir, l2) = check_repo_l2();
     let o = crate::util::kdd_env(
         dir.path(),
         &[
@@ -282,14 +288,7 @@ fn an_event_is_found_by_its_identity_vector() {
 
 #[test]
 fn a_question_naming_an_identifier_ranks_the_specs_that_contain_it_first() {
-    let dir = crate::util::git_repo();
-    crate::util::copy_dir(
-        &crate::util::fixture("check-multi/specs"),
-        &dir.path().join("specs"),
-    );
-    let l2 = [("KDD_TEST_EMBEDDER", "1")];
-    let o = crate::util::kdd_env(dir.path(), &["index"], &l2);
-    assert!(o.status.success(), "{}", text(&o));
+    let (dir, l2) = check_repo_l2();
     // `SLOT_TAKEN` is written in three specs; a question naming it asks for those, whatever
     // else sounds alike to the embedding model.
     let q = "what raises the SLOT_TAKEN error when booking";
