@@ -29,6 +29,10 @@ const QUERIES: &[&str] = &[
     "discount rules for loyal customers",
     "auditoría de operaciones de dinero",
     "shipping cost calculation by weight",
+    // The question-analysis rules (query/ident.rs, query/intent.rs) at work: an identifier the
+    // corpus contains, a kind asked for.
+    "what does UC-001 check before it starts",
+    "which event is emitted when an order is cancelled",
 ];
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {

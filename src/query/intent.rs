@@ -114,7 +114,7 @@ pub(super) fn boost(
     }
     for c in cands.iter_mut() {
         if snap
-            .node(&c.0)?
+            .node_brief(&c.0)?
             .is_some_and(|r| kinds.contains(&r.node.kind))
         {
             c.1 *= 1.0 + share;
