@@ -112,18 +112,14 @@ fn corrupt_files_are_named_errors() {
         assert!(msg.contains("embeddings/entity/X.bin"), "{msg}");
         assert!(msg.contains("kdd index"), "{msg}");
     }
-    let mut v9 = bytes.clone();
-    v9[4] = 9;
-    assert!(decode("a", &v9)
-        .unwrap_err()
-        .to_string()
-        .contains("version 9"));
-    let mut q = bytes.clone();
-    q[6] = 7;
-    assert!(decode("a", &q)
-        .unwrap_err()
-        .to_string()
-        .contains("quantisation"));
+    // The error of `bytes` with byte `at` set to `v`.
+    let with = |at: usize, v: u8| {
+        let mut b = bytes.clone();
+        b[at] = v;
+        decode("a", &b).unwrap_err().to_string()
+    };
+    assert!(with(4, 9).contains("version 9"));
+    assert!(with(6, 7).contains("quantisation"));
     let mut zero = bytes.clone();
     zero[8..10].copy_from_slice(&0u16.to_le_bytes());
     assert!(decode("a", &zero).is_err());
