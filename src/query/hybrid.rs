@@ -325,12 +325,12 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     let filter = filter_of(&req.kinds, &req.layers, &req.domain);
     let mut warnings = Vec::new();
     let searched = super::searched::searched(&snap, &req.query, &req.expansion, &mut warnings)?;
-    let (text, w_sem) = (searched.text.clone(), searched.w_sem);
+    let text = searched.text.clone();
     let sem_texts: Vec<&str> = searched.sem_texts.iter().map(String::as_str).collect();
     let mix = Mix {
         lexical: true,
         semantic: true,
-        w_sem,
+        w_sem: super::ident::fusion_weight(&snap, &req.query, searched.w_sem)?,
         sem_texts: &sem_texts,
     };
     let direct = ranked(&snap, &text, &filter, req.limit, mix, &mut warnings)?;
@@ -493,7 +493,7 @@ pub fn search(cache: &Cache, req: &SearchRequest) -> Result<SearchResponse, Erro
     let filter = filter_of(&req.kinds, &req.layers, &req.domain);
     let mut warnings = Vec::new();
     let searched = super::searched::searched(&snap, &req.query, &req.expansion, &mut warnings)?;
-    let (text, w_sem) = (searched.text.clone(), searched.w_sem);
+    let text = searched.text.clone();
     let words = snap.query_words(&text);
     let (lex, sem) = match req.mode {
         SearchMode::Lexical => (true, false),
@@ -503,7 +503,8 @@ pub fn search(cache: &Cache, req: &SearchRequest) -> Result<SearchResponse, Erro
     let mix = Mix {
         lexical: lex,
         semantic: sem,
-        w_sem,
+        // One signal: a fusion weight would only scale it (and a zero one would erase it).
+        w_sem: 1.0,
         sem_texts: &sem_texts,
     };
     let direct = ranked(&snap, &text, &filter, req.limit, mix, &mut warnings)?;

@@ -53,8 +53,23 @@ fn looks_like_code(t: &str) -> bool {
     inner_underscore || case_change || placeholder || prefixed_id
 }
 
+/// The semantic weight the hybrid fusion gives a question: `w`, or at most the knob
+/// `KDD_RANK_W_SEM_ID` when the question names an identifier the corpus contains (checked only
+/// when that lowers the weight and the cache can rank by meaning at all). Single-strategy
+/// search never asks: with one signal there is nothing to weigh.
+pub(super) fn fusion_weight(snap: &Snapshot<'_>, question: &str, w: f32) -> Result<f32, Error> {
+    let id_w = super::knobs::knobs().w_sem_ident;
+    if id_w < w
+        && super::searched::semantic_possible(snap)
+        && names_corpus_identifier(snap, question)?
+    {
+        return Ok(id_w);
+    }
+    Ok(w)
+}
+
 /// True when the question names an identifier that some spec of the corpus contains verbatim.
-pub(super) fn names_corpus_identifier(snap: &Snapshot<'_>, question: &str) -> Result<bool, Error> {
+fn names_corpus_identifier(snap: &Snapshot<'_>, question: &str) -> Result<bool, Error> {
     for ident in code_like(question).into_iter().take(MAX_IDENTS) {
         let needle = ident.to_lowercase();
         for hit in snap.lexical(ident, &TextFilter::default(), PROBE)? {

@@ -7,9 +7,8 @@
 //!   (extra lexical queries) and a `hypothetical_answer` (a short passage written like the spec
 //!   it expects). Each is appended to the searched text, so it is fused exactly like a
 //!   translation: BM25 matches its words and the embedding of the whole text moves toward it.
-//! - Semantic weight: the knob's, less for a translated question, and the identifier weight
-//!   (`KDD_RANK_W_SEM_ID`) when the question names an identifier the corpus contains (see
-//!   [`super::ident`]; checked only when the cache can rank by meaning).
+//! - Semantic weight (for fusion): the knob's, less for a translated question (the hybrid
+//!   ranking lowers it further for a question naming an identifier, see [`super::ident`]).
 //! - `used` names every expansion applied, in order (`translation`, `machine_translation`,
 //!   `keywords`, `hypothetical_answer`), and the answer reports it as `expanded_with`.
 //!
@@ -98,12 +97,6 @@ pub fn searched(
         out.text = format!("{query} {t}");
         out.w_sem = k.w_sem_translated;
     }
-    if k.w_sem_ident < out.w_sem
-        && semantic_possible(snap)
-        && super::ident::names_corpus_identifier(snap, query)?
-    {
-        out.w_sem = k.w_sem_ident;
-    }
     let kws: Vec<&str> = exp
         .keywords
         .iter()
@@ -135,7 +128,7 @@ pub fn searched(
 }
 
 /// True when this cache can rank by meaning at all (L2 and a loaded model).
-fn semantic_possible(snap: &Snapshot<'_>) -> bool {
+pub(super) fn semantic_possible(snap: &Snapshot<'_>) -> bool {
     snap.cache.level() >= IndexLevel::L2 && snap.cache.embedder().is_some()
 }
 

@@ -340,3 +340,22 @@ fn a_question_asking_which_event_brings_the_event_up() {
         "{plain:?}"
     );
 }
+
+#[test]
+fn single_strategy_search_is_not_touched_by_the_identifier_rule() {
+    // The identifier rule sets a fusion weight; `search --semantic` has one signal and must
+    // still rank by it (a zero weight once erased every score and left the order by id).
+    let (dir, l2) = check_repo_l2();
+    let q = "what raises the SLOT_TAKEN error when booking";
+    let o = crate::util::kdd_env(dir.path(), &["search", "--semantic", "--json", q], &l2);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let scores: Vec<f64> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["score"].as_f64().unwrap())
+        .collect();
+    assert!(scores.len() >= 3 && scores[0] > 0.0, "{v}");
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+}
