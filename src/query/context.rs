@@ -2,7 +2,10 @@
 //!
 //! 1. Hint resolution: exact id / short id / file stem / title / alias; for paths, the basename
 //!    without extension (`src/pedido.ts` → `pedido` → `Entity:Pedido`, `enrich_with_agent.py` →
-//!    every node titled `EnrichWithAgent`); otherwise a lexical search (keywords).
+//!    every node titled `EnrichWithAgent`), and for a code file named like no spec a text search
+//!    over its words within the domain its path names (`src/clinic/billing/late_fee.ts` →
+//!    `late fee billing` among the clinic's specs, method `path_words`); otherwise a lexical
+//!    search (keywords).
 //! 2. Discovery: the resolved nodes themselves (when they are rules or behaviour), their graph
 //!    neighbours of constraint kinds (rules, policies) and behaviour kinds (use cases, commands,
 //!    queries, processes), up to `depth` hops; a use case brings its own structure with it (the
@@ -105,7 +108,11 @@ fn resolve_hint(
             && !ext.chars().all(|c| c.is_ascii_digit())
     };
     if is_path {
-        return resolve_path(snap, h);
+        let by_name = resolve_path(snap, h)?;
+        if !by_name.is_empty() {
+            return Ok(by_name);
+        }
+        return resolve_path_words(snap, h, known);
     }
     let c = snap.lookup(h)?;
     if !c.is_empty() {
@@ -199,6 +206,88 @@ fn resolve_path(snap: &Snapshot<'_>, h: &str) -> Result<Vec<(String, String)>, E
         .collect())
 }
 
+/// Directory and file names that say where code lives, not what it does.
+const GENERIC_PATH_WORDS: &[&str] = &[
+    "src", "lib", "libs", "app", "apps", "internal", "pkg", "pkgs", "packages", "cmd", "main",
+    "java", "kotlin", "scala", "python", "go", "js", "ts", "test", "tests", "spec", "specs", "com",
+    "org", "net", "io", "modules", "module", "source", "sources", "code", "server", "client",
+    "backend", "frontend", "api", "web", "index", "mod", "init", "util", "utils", "helpers",
+    "common", "core",
+];
+
+/// The words of a code path that may name what it implements: the file name's words (split at
+/// `_`, `-`, `.` and case changes) and those of the nearest directory that is neither a
+/// generic code folder nor a business domain; lowercase, generic words dropped.
+fn path_words(path: &str, known: &BTreeSet<String>) -> Vec<String> {
+    let norm = path.replace('\\', "/");
+    let split = |seg: &str| -> Vec<String> {
+        let mut words = Vec::new();
+        let mut cur = String::new();
+        let mut prev_lower = false;
+        for ch in seg.chars() {
+            if !ch.is_alphanumeric() {
+                words.push(std::mem::take(&mut cur));
+                prev_lower = false;
+                continue;
+            }
+            if ch.is_uppercase() && prev_lower {
+                words.push(std::mem::take(&mut cur));
+            }
+            prev_lower = ch.is_lowercase() || ch.is_ascii_digit();
+            cur.extend(ch.to_lowercase());
+        }
+        words.push(cur);
+        let mut words: Vec<String> = words
+            .into_iter()
+            .filter(|w| w.chars().count() >= 2 && !GENERIC_PATH_WORDS.contains(&w.as_str()))
+            .collect();
+        words.dedup();
+        words.truncate(6);
+        words
+    };
+    let mut segs: Vec<&str> = norm.split('/').filter(|s| !s.is_empty()).collect();
+    let mut words = split(segs.pop().map(file_stem).unwrap_or(""));
+    let dir = segs
+        .iter()
+        .rev()
+        .filter(|d| !known.contains(**d))
+        .map(|d| split(d))
+        .find(|w| !w.is_empty())
+        .unwrap_or_default();
+    words.extend(
+        dir.into_iter()
+            .filter(|w| !words.contains(w))
+            .collect::<Vec<_>>(),
+    );
+    words
+}
+
+/// A code path whose file is named like no spec (`src/clinic/billing/late_fee.ts`): the specs
+/// its words find by text search (those within half of the best, at most 3, as for keyword
+/// hints), within the business domain the path names.
+fn resolve_path_words(
+    snap: &Snapshot<'_>,
+    h: &str,
+    known: &BTreeSet<String>,
+) -> Result<Vec<(String, String)>, Error> {
+    let words = path_words(h, known);
+    if words.is_empty() {
+        return Ok(Vec::new());
+    }
+    let f = TextFilter {
+        domain: domain::named_by_hint(h, known),
+        ..TextFilter::default()
+    };
+    let hits = snap.lexical(&words.join(" "), &f, 5)?;
+    let top = hits.first().map(|x| x.score).unwrap_or(0.0);
+    Ok(hits
+        .into_iter()
+        .filter(|x| x.score >= top * 0.5)
+        .take(3)
+        .map(|x| (x.node_id, "path_words".into()))
+        .collect())
+}
+
 /// The hints resolved: the entities, the seeds of discovery (in hint order), the business
 /// domains the hints name, and a warning per hint that matched nothing.
 struct Hints {
@@ -228,7 +317,7 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String]) -> Result<Hints, Error> 
         let r = resolve_hint(snap, h, &known)?;
         out.named.extend(domain::named_by_hint(h, &known));
         for (id, m) in &r {
-            if m != "text_search" {
+            if m != "text_search" && m != "path_words" {
                 let d = snap.node_brief(id)?.and_then(|r| r.node.domain);
                 out.named.extend(d.filter(|d| !domain::is_shared(Some(d))));
             }
@@ -348,9 +437,9 @@ pub fn context(cache: &Cache, req: &ContextRequest) -> Result<ContextResponse, E
     // Keyword hints do not pull another domain's look-alikes into a focused request.
     let mut kept = Vec::with_capacity(seeds.len());
     for id in seeds {
-        let by_text = resolved
-            .iter()
-            .any(|r| r.node_id == id && r.match_method == "text_search");
+        let by_text = resolved.iter().any(|r| {
+            r.node_id == id && matches!(r.match_method.as_str(), "text_search" | "path_words")
+        });
         let d = snap.node_brief(&id)?.and_then(|r| r.node.domain);
         if !(by_text && focus.outside(&d)) {
             kept.push(id);
@@ -431,4 +520,35 @@ fn pack(
         }
     }
     Ok((constraints, behavior, total_tokens, dropped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_words;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn path_words_read_the_file_name_then_its_nearest_meaningful_folder() {
+        let known: BTreeSet<String> = ["clinic".to_string()].into();
+        assert_eq!(
+            path_words("src/clinic/billing/late_fee.ts", &known),
+            ["late", "fee", "billing"]
+        );
+        assert_eq!(
+            path_words("src\\clinic\\appointments\\index.ts", &known),
+            ["appointments"],
+            "a generic file name leaves the folder; the domain folder is a filter, not a word"
+        );
+        assert_eq!(
+            path_words("app/LateCancellationFee.kt", &known),
+            ["late", "cancellation", "fee"]
+        );
+        assert_eq!(
+            path_words("tests/__init__.py", &known),
+            Vec::<String>::new()
+        );
+        assert_eq!(path_words("clinic/x.py", &known), Vec::<String>::new());
+        let many = format!("src/{}.rs", "word_".repeat(500));
+        assert!(path_words(&many, &known).len() <= 6);
+    }
 }

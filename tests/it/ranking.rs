@@ -222,6 +222,44 @@ fn context_focused_on_one_domain_keeps_the_other_domain_out() {
     assert!(files.iter().any(|f| f.contains("/dining/")), "{files:?}");
 }
 
+#[test]
+fn a_code_path_named_like_no_spec_resolves_by_its_words_inside_its_domain() {
+    let dir = check_repo();
+    // `late_fee.ts` names no spec; its words find the clinic's late cancellation fee, and the
+    // restaurant's deposit rules (which share the words) stay out.
+    let v = json(
+        dir.path(),
+        &["context", "--hint", "src/clinic/billing/late_fee.ts"],
+    );
+    let resolved = v["resolved_entities"].as_array().unwrap();
+    assert!(
+        resolved
+            .iter()
+            .any(|r| r["node_id"] == "clinic:BR:BR-001" && r["match_method"] == "path_words"),
+        "{v}"
+    );
+    let files = context_files(&v);
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with("BR-001-LateCancellationFee.md")),
+        "{files:?}"
+    );
+    assert!(!files.iter().any(|f| f.contains("/dining/")), "{files:?}");
+    // A plural file name finds the entity by its alias (`DiningTable`, alias `Table`).
+    let v = json(dir.path(), &["context", "--hint", "src/dining/tables.go"]);
+    let files = context_files(&v);
+    assert!(
+        files.iter().any(|f| f.ends_with("BR-002-TableRelease.md")),
+        "{v}"
+    );
+    assert!(!files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
+    // Generic words alone find nothing, and say so.
+    let v = json(dir.path(), &["context", "--hint", "src/lib/index.ts"]);
+    assert!(v["resolved_entities"].as_array().unwrap().is_empty(), "{v}");
+    assert!(v["warnings"].to_string().contains("No match found"), "{v}");
+}
+
 fn files(v: &Value) -> Vec<String> {
     v["results"]
         .as_array()
