@@ -41,6 +41,7 @@ use super::types::*;
 use super::Error;
 use crate::artifact::IndexLevel;
 use crate::cache::{Cache, NodeRecord, Snapshot, TextFilter};
+use crate::spec::Kind;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Weight of the lexical signal in the fusion.
@@ -314,23 +315,18 @@ fn has_vectors(snap: &Snapshot<'_>, id: &str) -> Result<bool, Error> {
 
 /// QRY-003: hybrid search (semantic + lexical + graph).
 pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Error> {
-    validate(&req.query, req.limit, req.min_score)?;
-    if !(1..=5).contains(&req.depth) {
-        return Err(Error::invalid(
-            "INVALID_DEPTH",
-            "depth must be between 1 and 5",
-        ));
-    }
+    validate_hybrid(req)?;
     let snap = cache.snapshot()?;
     let filter = filter_of(&req.kinds, &req.layers, &req.domain);
     let mut warnings = Vec::new();
     let searched = super::searched::searched(&snap, &req.query, &req.expansion, &mut warnings)?;
     let text = searched.text.clone();
     let sem_texts: Vec<&str> = searched.sem_texts.iter().map(String::as_str).collect();
+    let (w_sem, ident) = super::ident::fusion_weight(&snap, &req.query, searched.w_sem)?;
     let mix = Mix {
         lexical: true,
         semantic: true,
-        w_sem: super::ident::fusion_weight(&snap, &req.query, searched.w_sem)?,
+        w_sem,
         sem_texts: &sem_texts,
     };
     let direct = ranked(&snap, &text, &filter, req.limit, mix, &mut warnings)?;
@@ -351,8 +347,8 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
             .map(|(id, s, sg)| (id, s, Some(sg), None))
             .collect()
     };
-    let asked = super::intent::asked_kinds(&req.query);
-    let cands = super::intent::boost(&snap, cands, &asked, super::knobs::knobs().kind_boost)?;
+    let (cands, asked) = super::intent::lift(&snap, cands, &req.query)?;
+    let read_as = read_as(ident, &asked);
     let mut trail = Trail::from_support(&cands);
     let mut scores: HashMap<String, f32> =
         cands.iter().map(|(id, s, _, _)| (id.clone(), *s)).collect();
@@ -406,12 +402,34 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     super::agent::mark_reached(&snap, &mut results)?;
     Ok(HybridResponse {
         expanded_with: searched.used,
+        read_as,
         total_results: results.len(),
         total_tokens,
         results,
         graph_expansion,
         warnings,
     })
+}
+
+/// [`validate`] plus the graph depth of a hybrid request.
+fn validate_hybrid(req: &HybridRequest) -> Result<(), Error> {
+    validate(&req.query, req.limit, req.min_score)?;
+    if !(1..=5).contains(&req.depth) {
+        return Err(Error::invalid(
+            "INVALID_DEPTH",
+            "depth must be between 1 and 5",
+        ));
+    }
+    Ok(())
+}
+
+/// The answer's `read_as`: the question-reading rules that changed this ranking.
+fn read_as(ident: Option<String>, lifted: &[Kind]) -> Vec<String> {
+    ident
+        .map(|i| format!("identifier:{i}"))
+        .into_iter()
+        .chain(lifted.iter().map(|k| format!("asks_for:{k}")))
+        .collect()
 }
 
 /// A `STALE_SPECS` warning when specs changed since they were indexed.

@@ -53,23 +53,26 @@ fn looks_like_code(t: &str) -> bool {
     inner_underscore || case_change || placeholder || prefixed_id
 }
 
-/// The semantic weight the hybrid fusion gives a question: `w`, or at most the knob
-/// `KDD_RANK_W_SEM_ID` when the question names an identifier the corpus contains (checked only
-/// when that lowers the weight and the cache can rank by meaning at all). Single-strategy
-/// search never asks: with one signal there is nothing to weigh.
-pub(super) fn fusion_weight(snap: &Snapshot<'_>, question: &str, w: f32) -> Result<f32, Error> {
+/// The semantic weight the hybrid fusion gives a question, and the identifier that set it: `w`,
+/// or at most the knob `KDD_RANK_W_SEM_ID` when the question names an identifier the corpus
+/// contains (checked only when that lowers the weight and the cache can rank by meaning at
+/// all). Single-strategy search never asks: with one signal there is nothing to weigh.
+pub(super) fn fusion_weight(
+    snap: &Snapshot<'_>,
+    question: &str,
+    w: f32,
+) -> Result<(f32, Option<String>), Error> {
     let id_w = super::knobs::knobs().w_sem_ident;
-    if id_w < w
-        && super::searched::semantic_possible(snap)
-        && names_corpus_identifier(snap, question)?
-    {
-        return Ok(id_w);
+    if id_w < w && super::searched::semantic_possible(snap) {
+        if let Some(ident) = corpus_identifier(snap, question)? {
+            return Ok((id_w, Some(ident)));
+        }
     }
-    Ok(w)
+    Ok((w, None))
 }
 
-/// True when the question names an identifier that some spec of the corpus contains verbatim.
-fn names_corpus_identifier(snap: &Snapshot<'_>, question: &str) -> Result<bool, Error> {
+/// The first identifier of the question that some spec of the corpus contains verbatim.
+fn corpus_identifier(snap: &Snapshot<'_>, question: &str) -> Result<Option<String>, Error> {
     for ident in code_like(question).into_iter().take(MAX_IDENTS) {
         let needle = ident.to_lowercase();
         for hit in snap.lexical(ident, &TextFilter::default(), PROBE)? {
@@ -77,11 +80,11 @@ fn names_corpus_identifier(snap: &Snapshot<'_>, question: &str) -> Result<bool, 
                 .node(&hit.node_id)?
                 .is_some_and(|rec| contains(&rec, &needle))
             {
-                return Ok(true);
+                return Ok(Some(ident.to_string()));
             }
         }
     }
-    Ok(false)
+    Ok(None)
 }
 
 /// True when the record's id, title or section text contains `needle` (lowercase).

@@ -102,8 +102,24 @@ pub(super) fn asked_kinds(question: &str) -> Vec<Kind> {
     out
 }
 
+/// The candidates with the kinds `question` asks for lifted by the knob's share, best first, and
+/// those kinds (none when the question asks for none or the knob is off).
+pub(super) fn lift(
+    snap: &Snapshot<'_>,
+    cands: Vec<Candidate>,
+    question: &str,
+) -> Result<(Vec<Candidate>, Vec<Kind>), Error> {
+    let share = super::knobs::knobs().kind_boost;
+    let asked = if share > 0.0 {
+        asked_kinds(question)
+    } else {
+        Vec::new()
+    };
+    Ok((boost(snap, cands, &asked, share)?, asked))
+}
+
 /// The candidates with the score of each spec of an asked kind times `1 + share`, best first.
-pub(super) fn boost(
+fn boost(
     snap: &Snapshot<'_>,
     mut cands: Vec<Candidate>,
     kinds: &[Kind],

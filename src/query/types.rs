@@ -189,6 +189,11 @@ pub struct HybridResponse {
     /// `hypothetical_answer`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expanded_with: Vec<String>,
+    /// How the question itself steered the ranking: `identifier:<name>` (it names an identifier
+    /// the specs contain, so it was ranked without the semantic signal), `asks_for:<kind>` (the
+    /// specs of that kind were lifted). See README "How a question is read".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_as: Vec<String>,
 }
 
 /// Single-strategy search mode.

@@ -69,6 +69,7 @@ pub(super) async fn context(
                     total_results: 0,
                     total_tokens: 0,
                     expanded_with: Vec::new(),
+                    read_as: Vec::new(),
                 },
             };
             resp.warnings.push(crate::query::Warning::new(

@@ -347,6 +347,12 @@ fn a_question_naming_an_identifier_ranks_the_specs_that_contain_it_first() {
         holders.is_empty(),
         "not in the first three: {holders:?}; {got:?}"
     );
+    // The answer says how the question was read.
+    assert_eq!(
+        v["read_as"],
+        serde_json::json!(["identifier:SLOT_TAKEN"]),
+        "{v}"
+    );
 }
 
 #[test]
@@ -357,6 +363,13 @@ fn a_question_asking_which_event_brings_the_event_up() {
         let o = crate::util::kdd_env(dir.path(), &["query", "--json", q], envs);
         assert!(o.status.success(), "{}", text(&o));
         let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        // The answer says how the question was read, only when the rule is on.
+        let read_as = if envs.is_empty() {
+            serde_json::json!(["asks_for:event"])
+        } else {
+            Value::Null
+        };
+        assert_eq!(v["read_as"], read_as, "{v}");
         files(&v)
     };
     let asked = top(&[]);

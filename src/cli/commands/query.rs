@@ -73,8 +73,13 @@ fn print_human(r: &HybridResponse) -> std::io::Result<()> {
         }
         output::data(&s)?;
     }
+    let read_as = if r.read_as.is_empty() {
+        String::new()
+    } else {
+        format!("; read as {}", r.read_as.join(", "))
+    };
     output::info(&format!(
-        "{} results, ~{} tokens",
+        "{} results, ~{} tokens{read_as}",
         r.total_results, r.total_tokens
     ));
     Ok(())

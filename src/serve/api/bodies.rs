@@ -178,6 +178,7 @@ pub fn run_context(cache: &Cache, plan: &ContextPlan) -> R<HybridResponse> {
                 .sum();
             HybridResponse {
                 expanded_with: s.expanded_with,
+                read_as: Vec::new(),
                 total_results: s.results.len(),
                 results: s.results,
                 graph_expansion: Vec::new(),

@@ -57,7 +57,8 @@ pub(super) fn tools() -> Vec<Tool> {
              `score` is a calibrated confidence (an empty answer with NO_MATCH means nothing \
              matched). To improve recall, add `keywords`, a `hypothetical_answer` and, when \
              you ask in another language than the specs', your own `translation`; the answer's \
-             `expanded_with` lists what was used. Follow up with kdd_read for full text or \
+             `expanded_with` lists what was used, and `read_as` how the question itself \
+             steered the ranking (an identifier it names, a kind it asks for). Follow up with kdd_read for full text or \
              kdd_graph/kdd_impact for relations.",
             schema(json!({
                 "type": "object",
