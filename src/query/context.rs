@@ -135,13 +135,24 @@ fn resolve_hint(
     if h.chars().count() < 3 {
         return Ok(Vec::new());
     }
-    let hits = snap.lexical(h, &TextFilter::default(), 5)?;
+    best_hits(snap, h, &TextFilter::default(), "text_search")
+}
+
+/// A hint's text search: the lexical hits within half of the best score, at most 3, each with
+/// `method`.
+fn best_hits(
+    snap: &Snapshot<'_>,
+    text: &str,
+    f: &TextFilter,
+    method: &str,
+) -> Result<Vec<(String, String)>, Error> {
+    let hits = snap.lexical(text, f, 5)?;
     let top = hits.first().map(|x| x.score).unwrap_or(0.0);
     Ok(hits
         .into_iter()
         .filter(|x| x.score >= top * 0.5)
         .take(3)
-        .map(|x| (x.node_id, "text_search".into()))
+        .map(|x| (x.node_id, method.to_string()))
         .collect())
 }
 
@@ -278,14 +289,7 @@ fn resolve_path_words(
         domain: domain::named_by_hint(h, known),
         ..TextFilter::default()
     };
-    let hits = snap.lexical(&words.join(" "), &f, 5)?;
-    let top = hits.first().map(|x| x.score).unwrap_or(0.0);
-    Ok(hits
-        .into_iter()
-        .filter(|x| x.score >= top * 0.5)
-        .take(3)
-        .map(|x| (x.node_id, "path_words".into()))
-        .collect())
+    best_hits(snap, &words.join(" "), &f, "path_words")
 }
 
 /// The hints resolved: the entities, the seeds of discovery (in hint order), the business

@@ -178,19 +178,19 @@ fn context_files(v: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A context answer's files hold `spec` and nothing from the domain folder `other`.
+fn assert_in_domain(files: &[String], spec: &str, other: &str) {
+    assert!(files.iter().any(|f| f.ends_with(spec)), "{spec}: {files:?}");
+    let other = format!("/{other}/");
+    assert!(!files.iter().any(|f| f.contains(&other)), "{files:?}");
+}
+
 #[test]
 fn context_focused_on_one_domain_keeps_the_other_domain_out() {
     let dir = check_repo();
     // A domain-qualified short id resolves inside that domain (both domains have a BR-003).
     let v = json(dir.path(), &["context", "--hint", "dining:BR-003"]);
-    let files = context_files(&v);
-    assert!(
-        files
-            .iter()
-            .any(|f| f.ends_with("BR-003-FreeCancellation.md")),
-        "{files:?}"
-    );
-    assert!(!files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
+    assert_in_domain(&context_files(&v), "BR-003-FreeCancellation.md", "clinic");
     // A path under one domain plus a keyword both domains use: no look-alikes from the other,
     // while the shared card-capture policy stays eligible.
     let v = json(
@@ -238,22 +238,14 @@ fn a_code_path_named_like_no_spec_resolves_by_its_words_inside_its_domain() {
             .any(|r| r["node_id"] == "clinic:BR:BR-001" && r["match_method"] == "path_words"),
         "{v}"
     );
-    let files = context_files(&v);
-    assert!(
-        files
-            .iter()
-            .any(|f| f.ends_with("BR-001-LateCancellationFee.md")),
-        "{files:?}"
+    assert_in_domain(
+        &context_files(&v),
+        "BR-001-LateCancellationFee.md",
+        "dining",
     );
-    assert!(!files.iter().any(|f| f.contains("/dining/")), "{files:?}");
     // A plural file name finds the entity by its alias (`DiningTable`, alias `Table`).
     let v = json(dir.path(), &["context", "--hint", "src/dining/tables.go"]);
-    let files = context_files(&v);
-    assert!(
-        files.iter().any(|f| f.ends_with("BR-002-TableRelease.md")),
-        "{v}"
-    );
-    assert!(!files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
+    assert_in_domain(&context_files(&v), "BR-002-TableRelease.md", "clinic");
     // Generic words alone find nothing, and say so.
     let v = json(dir.path(), &["context", "--hint", "src/lib/index.ts"]);
     assert!(v["resolved_entities"].as_array().unwrap().is_empty(), "{v}");
