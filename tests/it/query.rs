@@ -114,12 +114,7 @@ fn scn_hybrid_search_001_devolucion_flow_with_graph_expansion() {
         assert!(v.get(k).is_some(), "answer lacks {k}");
     }
     assert!(r0["source_file"].as_str().unwrap().starts_with("specs/"));
-    let scores: Vec<f64> = v["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["score"].as_f64().unwrap())
-        .collect();
+    let scores = crate::util::scores(&v);
     assert!(scores.iter().all(|s| (0.0..=1.0).contains(s)), "{scores:?}");
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
     // Expanded nodes explain their path.

@@ -63,12 +63,7 @@ fn nonsense_query_is_no_match_at_the_default_threshold() {
 fn scores_are_calibrated_and_min_score_cuts_across_questions() {
     let dir = check_repo();
     let good = json(dir.path(), &["query", "deposit for large parties"]);
-    let scores: Vec<f64> = good["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["score"].as_f64().unwrap())
-        .collect();
+    let scores = crate::util::scores(&good);
     assert!(
         scores[0] >= 0.6,
         "a question in the specs' words is confident: {good}"
@@ -393,12 +388,7 @@ fn single_strategy_search_is_not_touched_by_the_identifier_rule() {
     let o = crate::util::kdd_env(dir.path(), &["search", "--semantic", "--json", q], &l2);
     assert!(o.status.success(), "{}", text(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let scores: Vec<f64> = v["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["score"].as_f64().unwrap())
-        .collect();
+    let scores = crate::util::scores(&v);
     assert!(scores.len() >= 3 && scores[0] > 0.0, "{v}");
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
 }

@@ -110,6 +110,16 @@ pub fn doctor_check(dir: &Path, envs: &[(&str, &str)], name: &str) -> serde_json
         .unwrap_or_else(|| panic!("no check {name}: {v}"))
 }
 
+/// The `score` of every result of a JSON answer, in order.
+pub fn scores(v: &serde_json::Value) -> Vec<f64> {
+    v["results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no results array: {v}"))
+        .iter()
+        .map(|r| r["score"].as_f64().unwrap())
+        .collect()
+}
+
 /// stdout + stderr of an output, for assertion messages.
 pub fn text(o: &Output) -> String {
     format!(
