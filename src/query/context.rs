@@ -298,6 +298,8 @@ struct Hints {
     resolved: Vec<ResolvedEntity>,
     seeds: Vec<String>,
     named: BTreeSet<String>,
+    /// Hints that resolved into several business domains.
+    ambiguous: BTreeSet<String>,
     warnings: Vec<String>,
 }
 
@@ -306,6 +308,7 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String]) -> Result<Hints, Error> 
         resolved: Vec::new(),
         seeds: Vec::new(),
         named: BTreeSet::new(),
+        ambiguous: BTreeSet::new(),
         warnings: Vec::new(),
     };
     // The corpus's domains are only listed when a hint could name one (qualified or a path).
@@ -320,11 +323,19 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String]) -> Result<Hints, Error> 
         }
         let r = resolve_hint(snap, h, &known)?;
         out.named.extend(domain::named_by_hint(h, &known));
+        // The business domains the hint resolved into by id, path or name: one is named; several
+        // (`BR-001` numbered in every domain) make the hint ambiguous, and it names none.
+        let mut doms = BTreeSet::new();
         for (id, m) in &r {
             if m != "text_search" && m != "path_words" {
                 let d = snap.node_brief(id)?.and_then(|r| r.node.domain);
-                out.named.extend(d.filter(|d| !domain::is_shared(Some(d))));
+                doms.extend(d.filter(|d| !domain::is_shared(Some(d))));
             }
+        }
+        if doms.len() > 1 {
+            out.ambiguous.insert(h.clone());
+        } else {
+            out.named.extend(doms);
         }
         if r.is_empty() {
             out.warnings.push(format!("No match found for hint: '{h}'"));
@@ -345,25 +356,13 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String]) -> Result<Hints, Error> 
     Ok(out)
 }
 
-/// The one business domain a request is focused on, if any.
-struct Focus(Option<String>);
-
-impl Focus {
-    /// A spec of another business domain (shared specs are never outside).
-    fn outside(&self, d: &Option<String>) -> bool {
-        self.0
-            .as_ref()
-            .is_some_and(|f| !domain::is_shared(d.as_deref()) && d.as_deref() != Some(f.as_str()))
-    }
-}
-
 /// Discovery: a breadth-first walk from the seeds over constraint and behaviour neighbours;
 /// found node → (distance, path).
 fn discover(
     snap: &Snapshot<'_>,
     seeds: &[String],
     depth: u8,
-    focus: &Focus,
+    focus: &domain::Focus,
 ) -> Result<BTreeMap<String, (u8, String)>, Error> {
     let mut found: BTreeMap<String, (u8, String)> = BTreeMap::new();
     let mut q: VecDeque<(String, u8, String)> = VecDeque::new();
@@ -432,23 +431,21 @@ pub fn context(cache: &Cache, req: &ContextRequest) -> Result<ContextResponse, E
     }
     let snap = cache.snapshot()?;
     let Hints {
-        resolved,
+        mut resolved,
         seeds,
         named,
+        ambiguous,
         mut warnings,
     } = resolve_hints(&snap, &req.hints)?;
-    let focus = Focus(domain::focus(&named));
-    // Keyword hints do not pull another domain's look-alikes into a focused request.
-    let mut kept = Vec::with_capacity(seeds.len());
-    for id in seeds {
-        let by_text = resolved.iter().any(|r| {
-            r.node_id == id && matches!(r.match_method.as_str(), "text_search" | "path_words")
-        });
-        let d = snap.node_brief(&id)?.and_then(|r| r.node.domain);
-        if !(by_text && focus.outside(&d)) {
-            kept.push(id);
-        }
-    }
+    let focus = domain::Focus(domain::focus(&named));
+    let kept = domain::in_focus(
+        &snap,
+        &mut resolved,
+        seeds,
+        &ambiguous,
+        &focus,
+        &mut warnings,
+    )?;
     let found = discover(&snap, &kept, req.depth, &focus)?;
     let (constraints, behavior, total_tokens, dropped) = pack(&snap, &found, req.max_tokens)?;
     if dropped > 0 {

@@ -4,15 +4,21 @@
 //! - A hint names a domain when it is domain-qualified (`billing:BR-003`, `billing:Invoice`) or
 //!   when it is a path with a segment equal to a domain's id (`src/billing/invoices/cancel.py`).
 //!   Hints resolved by id, path or name add the domain of what they resolved to; keyword hints
-//!   (a lexical search) name no domain.
+//!   (a lexical search) name no domain, and neither does a hint that resolved into several
+//!   domains (`BR-001`, numbered in every domain): it is ambiguous.
 //! - The request is *focused* on domain D when the domains so named are exactly {D} (shared
 //!   specs aside). Then a spec of another business domain enters only through a typed link
 //!   (not a plain wiki-link or a generic cross-domain reference), and its `reached_via` shows
 //!   that link; shared specs (`_shared`, or no domain) always stay eligible.
 //!
+//! - In a focused request an ambiguous hint keeps only its specs in the focus (and shared
+//!   ones); the others leave its resolved entities, and a warning names them.
+//!
 //! Invariants: with no focus (single-domain corpora, hints in several domains, keyword-only
-//! hints) nothing is filtered; the focus never removes a spec a hint resolved to by id or path.
+//! or ambiguous hints alone) nothing is filtered; the focus never removes a spec a hint
+//! resolved to unambiguously by id or path.
 
+use super::types::ResolvedEntity;
 use super::Error;
 use crate::cache::Snapshot;
 use std::collections::BTreeSet;
@@ -60,6 +66,61 @@ pub fn focus(named: &BTreeSet<String>) -> Option<String> {
     (named.len() == 1)
         .then(|| named.iter().next().cloned())
         .flatten()
+}
+
+/// The seeds a focused request keeps. Keyword hints do not pull another domain's look-alikes
+/// in, and an ambiguous hint (`BR-001`, numbered in every domain) keeps only its spec in the
+/// focus, the others leaving the resolved entities with a warning that says so.
+pub(super) fn in_focus(
+    snap: &Snapshot<'_>,
+    resolved: &mut Vec<ResolvedEntity>,
+    seeds: Vec<String>,
+    ambiguous: &BTreeSet<String>,
+    focus: &Focus,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<String>, Error> {
+    let mut kept = Vec::with_capacity(seeds.len());
+    let mut left: BTreeSet<String> = BTreeSet::new();
+    for id in seeds {
+        let loose = resolved.iter().any(|r| {
+            r.node_id == id
+                && (matches!(r.match_method.as_str(), "text_search" | "path_words")
+                    || ambiguous.contains(&r.matched_from))
+        });
+        let d = snap.node_brief(&id)?.and_then(|r| r.node.domain);
+        if loose && focus.outside(&d) {
+            left.insert(id);
+        } else {
+            kept.push(id);
+        }
+    }
+    for h in ambiguous {
+        let out: Vec<&str> = resolved
+            .iter()
+            .filter(|r| &r.matched_from == h && left.contains(&r.node_id))
+            .map(|r| r.node_id.as_str())
+            .collect();
+        if let (false, Some(f)) = (out.is_empty(), &focus.0) {
+            warnings.push(format!(
+                "Hint '{h}' names specs in several domains: kept the one in {f} (the domain the other hints name), left out {}",
+                out.join(", ")
+            ));
+        }
+    }
+    resolved.retain(|r| !(ambiguous.contains(&r.matched_from) && left.contains(&r.node_id)));
+    Ok(kept)
+}
+
+/// The one business domain a request is focused on, if any.
+pub(super) struct Focus(pub(super) Option<String>);
+
+impl Focus {
+    /// A spec of another business domain (shared specs are never outside).
+    pub(super) fn outside(&self, d: &Option<String>) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|f| !is_shared(d.as_deref()) && d.as_deref() != Some(f.as_str()))
+    }
 }
 
 #[cfg(test)]

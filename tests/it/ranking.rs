@@ -218,6 +218,42 @@ fn context_focused_on_one_domain_keeps_the_other_domain_out() {
 }
 
 #[test]
+fn an_id_numbered_in_every_domain_resolves_inside_the_domain_the_other_hints_name() {
+    let dir = check_repo();
+    // Alone, `BR-001` is ambiguous (the clinic's fee rule, the restaurant's deposit rule): both.
+    let v = json(dir.path(), &["context", "--hint", "BR-001"]);
+    let files = context_files(&v);
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with("BR-001-LateCancellationFee.md")),
+        "{files:?}"
+    );
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with("BR-001-LargePartyDeposit.md")),
+        "{files:?}"
+    );
+    // Next to a path under the restaurant's folder it means the restaurant's rule; the clinic's
+    // leaves the resolved entities and a warning says so.
+    let v = json(
+        dir.path(),
+        &[
+            "context",
+            "--hint",
+            "src/dining/reservations/deposit.py",
+            "--hint",
+            "BR-001",
+        ],
+    );
+    assert_in_domain(&context_files(&v), "BR-001-LargePartyDeposit.md", "clinic");
+    let resolved = v["resolved_entities"].to_string();
+    assert!(!resolved.contains("clinic:"), "{resolved}");
+    assert!(v["warnings"].to_string().contains("several domains"), "{v}");
+}
+
+#[test]
 fn a_code_path_named_like_no_spec_resolves_by_its_words_inside_its_domain() {
     let dir = check_repo();
     // `late_fee.ts` names no spec; its words find the clinic's late cancellation fee, and the
