@@ -286,7 +286,7 @@ fn resolve_path_words(
         return Ok(Vec::new());
     }
     let f = TextFilter {
-        domain: domain::named_by_hint(h, known),
+        domain: domain::named_by_hint(h, known).or(domain::named_by_folders(snap, h, known)?),
         ..TextFilter::default()
     };
     best_hits(snap, &words.join(" "), &f, "path_words")
@@ -323,6 +323,7 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String]) -> Result<Hints, Error> 
         }
         let r = resolve_hint(snap, h, &known)?;
         out.named.extend(domain::named_by_hint(h, &known));
+        out.named.extend(domain::named_by_folders(snap, h, &known)?);
         // The business domains the hint resolved into by id, path or name: one is named; several
         // (`BR-001` numbered in every domain) make the hint ambiguous, and it names none.
         let mut doms = BTreeSet::new();

@@ -1,8 +1,10 @@
 //! Domain isolation for multi-domain corpora (seed 003): a context request whose hints clearly
 //! point into one business domain keeps the other domains' look-alike specs out.
 //!
-//! - A hint names a domain when it is domain-qualified (`billing:BR-003`, `billing:Invoice`) or
-//!   when it is a path with a segment equal to a domain's id (`src/billing/invoices/cancel.py`).
+//! - A hint names a domain when it is domain-qualified (`billing:BR-003`, `billing:Invoice`),
+//!   when it is a path with a segment equal to a domain's id (`src/billing/invoices/cancel.py`),
+//!   or else a path whose nearest folder named after specs names specs of one business domain
+//!   only (`src/invoices/cancel.py`, the `Invoice` entity being billing's).
 //!   Hints resolved by id, path or name add the domain of what they resolved to; keyword hints
 //!   (a lexical search) name no domain, and neither does a hint that resolved into several
 //!   domains (`BR-001`, numbered in every domain): it is ambiguous.
@@ -59,6 +61,45 @@ pub fn named_by_hint(hint: &str, known: &BTreeSet<String>) -> Option<String> {
             .map(str::to_string);
     }
     None
+}
+
+/// The domain a code path names through its folders when no segment is a domain's id: the
+/// nearest folder named after specs (`src/reservations/cancel.py` → the `Reservation` entity,
+/// a plural's `s`/`es` dropped) names their business domain when they all belong to one.
+/// Folders named after shared specs, or after specs of several domains, name none.
+pub fn named_by_folders(
+    snap: &Snapshot<'_>,
+    hint: &str,
+    known: &BTreeSet<String>,
+) -> Result<Option<String>, Error> {
+    if known.is_empty() || named_by_hint(hint, known).is_some() {
+        return Ok(None);
+    }
+    let norm = hint.trim().replace('\\', "/");
+    let mut segs: Vec<&str> = norm.split('/').filter(|s| !s.is_empty()).collect();
+    if segs.len() < 2 {
+        return Ok(None);
+    }
+    segs.pop();
+    for seg in segs.iter().rev().filter(|s| s.chars().count() >= 3) {
+        let mut ids = Vec::new();
+        for name in [Some(*seg), seg.strip_suffix('s'), seg.strip_suffix("es")]
+            .into_iter()
+            .flatten()
+        {
+            ids.extend(snap.lookup(name)?.into_iter().map(|(_, id)| id));
+        }
+        if ids.is_empty() {
+            continue;
+        }
+        let mut doms = BTreeSet::new();
+        for id in &ids {
+            let d = snap.node_brief(id)?.and_then(|r| r.node.domain);
+            doms.extend(d.filter(|d| !is_shared(Some(d))));
+        }
+        return Ok(focus(&doms));
+    }
+    Ok(None)
 }
 
 /// The focus of a request: its one named business domain, if exactly one is named.

@@ -277,6 +277,21 @@ fn a_code_path_named_like_no_spec_resolves_by_its_words_inside_its_domain() {
     // A plural file name finds the entity by its alias (`DiningTable`, alias `Table`).
     let v = json(dir.path(), &["context", "--hint", "src/dining/tables.go"]);
     assert_in_domain(&context_files(&v), "BR-002-TableRelease.md", "clinic");
+    // Without the domain's folder, the folder named after one domain's entity names it
+    // (`reservations` → the restaurant's `Reservation`): the clinic's cancellation stays out.
+    let v = json(
+        dir.path(),
+        &["context", "--hint", "src/reservations/cancel.py"],
+    );
+    assert_in_domain(&context_files(&v), "BR-003-FreeCancellation.md", "clinic");
+    // A folder named after a shared entity names no domain: both domains' cancellations.
+    let v = json(
+        dir.path(),
+        &["context", "--hint", "src/customers/cancel.py"],
+    );
+    let files = context_files(&v);
+    assert!(files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
+    assert!(files.iter().any(|f| f.contains("/dining/")), "{files:?}");
     // Generic words alone find nothing, and say so.
     let v = json(dir.path(), &["context", "--hint", "src/lib/index.ts"]);
     assert!(v["resolved_entities"].as_array().unwrap().is_empty(), "{v}");
