@@ -339,7 +339,14 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String]) -> Result<Hints, Error> 
             out.named.extend(doms);
         }
         if r.is_empty() {
-            out.warnings.push(format!("No match found for hint: '{h}'"));
+            // A hostile 100 KB hint is not echoed whole into the answer.
+            let shown: String = if h.chars().count() > 300 {
+                h.chars().take(300).chain(std::iter::once('…')).collect()
+            } else {
+                h.clone()
+            };
+            out.warnings
+                .push(format!("No match found for hint: '{shown}'"));
         }
         for (id, method) in r {
             if !out.resolved.iter().any(|x| x.node_id == id) {

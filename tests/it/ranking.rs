@@ -292,6 +292,15 @@ fn a_code_path_named_like_no_spec_resolves_by_its_words_inside_its_domain() {
     let files = context_files(&v);
     assert!(files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
     assert!(files.iter().any(|f| f.contains("/dining/")), "{files:?}");
+    // A hostile 60 KB path of unknown folders finds nothing, and the warning does not echo it.
+    let long = format!("{}x.py", "abcdefgh/".repeat(6_000));
+    let v = json(dir.path(), &["context", "--hint", &long]);
+    let w = v["warnings"][0].as_str().unwrap();
+    assert!(
+        w.starts_with("No match found") && w.len() < 1_000,
+        "{}",
+        w.len()
+    );
     // Generic words alone find nothing, and say so.
     let v = json(dir.path(), &["context", "--hint", "src/lib/index.ts"]);
     assert!(v["resolved_entities"].as_array().unwrap().is_empty(), "{v}");
