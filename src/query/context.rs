@@ -4,8 +4,9 @@
 //!    without extension (`src/pedido.ts` → `pedido` → `Entity:Pedido`, `enrich_with_agent.py` →
 //!    every node titled `EnrichWithAgent`), and for a code file named like no spec a text search
 //!    over its words within the domain its path names (`src/clinic/billing/late_fee.ts` →
-//!    `late fee billing` among the clinic's specs, method `path_words`); otherwise a lexical
-//!    search (keywords).
+//!    `late fee billing` among the clinic's specs, method `path_words`; the hits named after a
+//!    word of the file name, when there are such, not those only the folder's word found);
+//!    otherwise a lexical search (keywords).
 //! 2. Discovery: the resolved nodes themselves (when they are rules or behaviour), their graph
 //!    neighbours of constraint kinds (rules, policies) and behaviour kinds (use cases, commands,
 //!    queries, processes), up to `depth` hops; a use case brings its own structure with it (the
@@ -17,6 +18,7 @@
 //! Domain isolation (see [`super::domain`]): hints that clearly point into one business domain
 //! keep other domains' specs out unless a typed link from that domain brings them in.
 
+use super::codepath;
 use super::domain;
 use super::types::*;
 use super::util::{clip, section_text, summary, tokens};
@@ -217,62 +219,6 @@ fn resolve_path(snap: &Snapshot<'_>, h: &str) -> Result<Vec<(String, String)>, E
         .collect())
 }
 
-/// Directory and file names that say where code lives, not what it does.
-const GENERIC_PATH_WORDS: &[&str] = &[
-    "src", "lib", "libs", "app", "apps", "internal", "pkg", "pkgs", "packages", "cmd", "main",
-    "java", "kotlin", "scala", "python", "go", "js", "ts", "test", "tests", "spec", "specs", "com",
-    "org", "net", "io", "modules", "module", "source", "sources", "code", "server", "client",
-    "backend", "frontend", "api", "web", "index", "mod", "init", "util", "utils", "helpers",
-    "common", "core",
-];
-
-/// The words of a code path that may name what it implements: the file name's words (split at
-/// `_`, `-`, `.` and case changes) and those of the nearest directory that is neither a
-/// generic code folder nor a business domain; lowercase, generic words dropped.
-fn path_words(path: &str, known: &BTreeSet<String>) -> Vec<String> {
-    let norm = path.replace('\\', "/");
-    let split = |seg: &str| -> Vec<String> {
-        let mut words = Vec::new();
-        let mut cur = String::new();
-        let mut prev_lower = false;
-        for ch in seg.chars() {
-            if !ch.is_alphanumeric() {
-                words.push(std::mem::take(&mut cur));
-                prev_lower = false;
-                continue;
-            }
-            if ch.is_uppercase() && prev_lower {
-                words.push(std::mem::take(&mut cur));
-            }
-            prev_lower = ch.is_lowercase() || ch.is_ascii_digit();
-            cur.extend(ch.to_lowercase());
-        }
-        words.push(cur);
-        let mut words: Vec<String> = words
-            .into_iter()
-            .filter(|w| w.chars().count() >= 2 && !GENERIC_PATH_WORDS.contains(&w.as_str()))
-            .collect();
-        words.dedup();
-        words.truncate(6);
-        words
-    };
-    let mut segs: Vec<&str> = norm.split('/').filter(|s| !s.is_empty()).collect();
-    let mut words = split(segs.pop().map(file_stem).unwrap_or(""));
-    let dir = segs
-        .iter()
-        .rev()
-        .filter(|d| !known.contains(**d))
-        .map(|d| split(d))
-        .find(|w| !w.is_empty())
-        .unwrap_or_default();
-    words.extend(
-        dir.into_iter()
-            .filter(|w| !words.contains(w))
-            .collect::<Vec<_>>(),
-    );
-    words
-}
-
 /// A code path whose file is named like no spec (`src/clinic/billing/late_fee.ts`): the specs
 /// its words find by text search (those within half of the best, at most 3, as for keyword
 /// hints), within the business domain the path names.
@@ -281,7 +227,7 @@ fn resolve_path_words(
     h: &str,
     known: &BTreeSet<String>,
 ) -> Result<Vec<(String, String)>, Error> {
-    let words = path_words(h, known);
+    let words = codepath::path_words(h, known);
     if words.is_empty() {
         return Ok(Vec::new());
     }
@@ -289,7 +235,21 @@ fn resolve_path_words(
         domain: domain::named_by_hint(h, known).or(domain::named_by_folders(snap, h, known)?),
         ..TextFilter::default()
     };
-    best_hits(snap, &words.join(" "), &f, "path_words")
+    let hits = best_hits(snap, &words.join(" "), &f, "path_words")?;
+    // The file's name says what the code implements, its folder only where it lives: hits
+    // named after a word of the file name (`book.py` → `BookAppointment`) are the subject, and
+    // a hit the folder's word alone named (`appointments/` → the `Appointment` entity, with
+    // every rule about it) is left out when there are such.
+    let file = codepath::path_words(file_stem(&h.replace('\\', "/")), known);
+    let mut named = Vec::new();
+    for (id, m) in &hits {
+        if let Some(rec) = snap.node_brief(id)? {
+            if codepath::names_a_word(snap, &rec, &file) {
+                named.push((id.clone(), m.clone()));
+            }
+        }
+    }
+    Ok(if named.is_empty() { hits } else { named })
 }
 
 /// The hints resolved: the entities, the seeds of discovery (in hint order), the business
@@ -529,35 +489,4 @@ fn pack(
         }
     }
     Ok((constraints, behavior, total_tokens, dropped))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::path_words;
-    use std::collections::BTreeSet;
-
-    #[test]
-    fn path_words_read_the_file_name_then_its_nearest_meaningful_folder() {
-        let known: BTreeSet<String> = ["clinic".to_string()].into();
-        assert_eq!(
-            path_words("src/clinic/billing/late_fee.ts", &known),
-            ["late", "fee", "billing"]
-        );
-        assert_eq!(
-            path_words("src\\clinic\\appointments\\index.ts", &known),
-            ["appointments"],
-            "a generic file name leaves the folder; the domain folder is a filter, not a word"
-        );
-        assert_eq!(
-            path_words("app/LateCancellationFee.kt", &known),
-            ["late", "cancellation", "fee"]
-        );
-        assert_eq!(
-            path_words("tests/__init__.py", &known),
-            Vec::<String>::new()
-        );
-        assert_eq!(path_words("clinic/x.py", &known), Vec::<String>::new());
-        let many = format!("src/{}.rs", "word_".repeat(500));
-        assert!(path_words(&many, &known).len() <= 6);
-    }
 }

@@ -7,6 +7,7 @@
 //! [`Error::code`] is the PRD error code (`QUERY_TOO_SHORT`, `NODE_NOT_FOUND`…).
 
 pub mod agent;
+mod codepath;
 mod context;
 mod domain;
 pub mod evidence;

@@ -277,6 +277,28 @@ fn a_code_path_named_like_no_spec_resolves_by_its_words_inside_its_domain() {
     // A plural file name finds the entity by its alias (`DiningTable`, alias `Table`).
     let v = json(dir.path(), &["context", "--hint", "src/dining/tables.go"]);
     assert_in_domain(&context_files(&v), "BR-002-TableRelease.md", "clinic");
+    // The file's name is the subject, its folder only the place: `book.py` under
+    // `appointments/` resolves to the booking command, not to the Appointment entity (which
+    // would bring the cancellation rules with it).
+    let v = json(
+        dir.path(),
+        &["context", "--hint", "src/clinic/appointments/book.py"],
+    );
+    let resolved: Vec<&str> = v["resolved_entities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["node_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(resolved, ["clinic:CMD:CMD-001"], "{v}");
+    let files = context_files(&v);
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with("UC-001-BookAppointment.md")),
+        "{files:?}"
+    );
+    assert!(!files.iter().any(|f| f.contains("Cancel")), "{files:?}");
     // Without the domain's folder, the folder named after one domain's entity names it
     // (`reservations` → the restaurant's `Reservation`): the clinic's cancellation stays out.
     let v = json(
