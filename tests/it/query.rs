@@ -1,7 +1,7 @@
 //! Retrieval: the cache (freshness, incremental update, corruption, concurrent readers) and
 //! every query command over the demo corpus, through the real binary and the library API.
 
-use crate::util::{copy_dir, fixture, git_repo, kdd, kdd_env, text};
+use crate::util::{copy_dir, fixture, git_repo, ids, kdd, kdd_env, text};
 use kdd::cache::{Cache, OpenOptions};
 use serde_json::Value;
 use std::path::Path;
@@ -16,15 +16,6 @@ fn json(dir: &Path, args: &[&str]) -> Value {
     a.push("--json");
     let o = kdd(dir, &a);
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)))
-}
-
-fn ids(v: &Value, key: &str, field: &str) -> Vec<String> {
-    v[key]
-        .as_array()
-        .unwrap_or(&Vec::new())
-        .iter()
-        .map(|x| x[field].as_str().unwrap_or("").to_string())
-        .collect()
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! library API. Indexed at L1 with the real binary; the real-model figures are in
 //! `tools/eval/cv.py`'s reports, not here.
 
-use crate::util::{kdd, text};
+use crate::util::{ids, kdd, text};
 use kdd::cache::{Cache, OpenOptions};
 use kdd::query::{hybrid, Expansion, HybridRequest};
 use serde_json::Value;
@@ -173,9 +173,14 @@ fn context_files(v: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A context answer's files hold `spec`.
+fn assert_has(files: &[String], spec: &str) {
+    assert!(files.iter().any(|f| f.ends_with(spec)), "{spec}: {files:?}");
+}
+
 /// A context answer's files hold `spec` and nothing from the domain folder `other`.
 fn assert_in_domain(files: &[String], spec: &str, other: &str) {
-    assert!(files.iter().any(|f| f.ends_with(spec)), "{spec}: {files:?}");
+    assert_has(files, spec);
     let other = format!("/{other}/");
     assert!(!files.iter().any(|f| f.contains(&other)), "{files:?}");
 }
@@ -223,18 +228,8 @@ fn an_id_numbered_in_every_domain_resolves_inside_the_domain_the_other_hints_nam
     // Alone, `BR-001` is ambiguous (the clinic's fee rule, the restaurant's deposit rule): both.
     let v = json(dir.path(), &["context", "--hint", "BR-001"]);
     let files = context_files(&v);
-    assert!(
-        files
-            .iter()
-            .any(|f| f.ends_with("BR-001-LateCancellationFee.md")),
-        "{files:?}"
-    );
-    assert!(
-        files
-            .iter()
-            .any(|f| f.ends_with("BR-001-LargePartyDeposit.md")),
-        "{files:?}"
-    );
+    assert_has(&files, "BR-001-LateCancellationFee.md");
+    assert_has(&files, "BR-001-LargePartyDeposit.md");
     // Next to a path under the restaurant's folder it means the restaurant's rule; the clinic's
     // leaves the resolved entities and a warning says so.
     let v = json(
@@ -284,20 +279,10 @@ fn a_code_path_named_like_no_spec_resolves_by_its_words_inside_its_domain() {
         dir.path(),
         &["context", "--hint", "src/clinic/appointments/book.py"],
     );
-    let resolved: Vec<&str> = v["resolved_entities"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["node_id"].as_str().unwrap())
-        .collect();
+    let resolved = ids(&v, "resolved_entities", "node_id");
     assert_eq!(resolved, ["clinic:CMD:CMD-001"], "{v}");
     let files = context_files(&v);
-    assert!(
-        files
-            .iter()
-            .any(|f| f.ends_with("UC-001-BookAppointment.md")),
-        "{files:?}"
-    );
+    assert_has(&files, "UC-001-BookAppointment.md");
     assert!(!files.iter().any(|f| f.contains("Cancel")), "{files:?}");
     // Without the domain's folder, the folder named after one domain's entity names it
     // (`reservations` → the restaurant's `Reservation`): the clinic's cancellation stays out.

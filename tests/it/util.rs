@@ -168,3 +168,13 @@ pub fn indexed_fixture_repo(name: &str) -> tempfile::TempDir {
     git(dir.path(), &["commit", "-qm", "specs"]);
     dir
 }
+
+/// The `field` of every item of the array `key` of a JSON answer (empty when absent).
+pub fn ids(v: &serde_json::Value, key: &str, field: &str) -> Vec<String> {
+    v[key]
+        .as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .map(|x| x[field].as_str().unwrap_or("").to_string())
+        .collect()
+}
