@@ -64,30 +64,19 @@ pub(super) fn path_words(path: &str, known: &BTreeSet<String>) -> Vec<String> {
     words
 }
 
-/// True when the spec's id, title, aliases or file name hold one of `words` (compared by their
-/// first five letters, so `tables` meets `Table`).
-pub(super) fn names_a_word(snap: &Snapshot<'_>, rec: &NodeRecord, words: &[String]) -> bool {
+/// True when the spec's id, title, aliases or file name hold one of the `stems` (the stems of
+/// [`super::evidence::question_stems`], so `tables` meets `Table`).
+pub(super) fn names_a_stem(snap: &Snapshot<'_>, rec: &NodeRecord, stems: &[String]) -> bool {
     let n = &rec.node;
-    let mut ident = vec![
-        n.id.clone(),
-        n.title.clone(),
-        file_stem(&n.source_file).to_string(),
-    ];
-    ident.extend(n.aliases.iter().cloned());
-    let text = ident
-        .iter()
-        .map(|s| crate::cache::text::expand_identifier(s))
+    let text = [n.id.as_str(), n.title.as_str(), file_stem(&n.source_file)]
+        .into_iter()
+        .chain(n.aliases.iter().map(String::as_str))
+        .map(crate::cache::text::expand_identifier)
         .collect::<Vec<_>>()
         .join(" ");
-    let have: Vec<String> = snap
-        .query_words(&text)
-        .into_iter()
-        .map(|w| w.chars().take(5).collect())
-        .collect();
-    words
+    super::evidence::question_stems(snap, &text)
         .iter()
-        .filter(|w| w.chars().count() >= 3)
-        .any(|w| have.contains(&w.chars().take(5).collect::<String>()))
+        .any(|s| stems.contains(s))
 }
 
 #[cfg(test)]

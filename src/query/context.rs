@@ -83,10 +83,12 @@ fn content_of(rec: &NodeRecord) -> String {
     clip(&parts.join("\n"), 1200)
 }
 
+/// `place`: the business domain the hint names by itself (see [`domain::named_by_path`]).
 fn resolve_hint(
     snap: &Snapshot<'_>,
     hint: &str,
     known: &BTreeSet<String>,
+    place: Option<&str>,
 ) -> Result<Vec<(String, String)>, Error> {
     let h = hint.trim();
     if h.is_empty() {
@@ -114,7 +116,7 @@ fn resolve_hint(
         if !by_name.is_empty() {
             return Ok(by_name);
         }
-        return resolve_path_words(snap, h, known);
+        return resolve_path_words(snap, h, known, place);
     }
     let c = snap.lookup(h)?;
     if !c.is_empty() {
@@ -167,7 +169,7 @@ fn resolve_in_domain(
     known: &BTreeSet<String>,
 ) -> Result<Vec<(String, String)>, Error> {
     let mut inside = Vec::new();
-    for (id, m) in resolve_hint(snap, rest, known)? {
+    for (id, m) in resolve_hint(snap, rest, known, Some(d))? {
         if snap.node_brief(&id)?.and_then(|r| r.node.domain).as_deref() == Some(d) {
             inside.push((id, m));
         }
@@ -226,13 +228,14 @@ fn resolve_path_words(
     snap: &Snapshot<'_>,
     h: &str,
     known: &BTreeSet<String>,
+    place: Option<&str>,
 ) -> Result<Vec<(String, String)>, Error> {
     let words = codepath::path_words(h, known);
     if words.is_empty() {
         return Ok(Vec::new());
     }
     let f = TextFilter {
-        domain: domain::named_by_hint(h, known).or(domain::named_by_folders(snap, h, known)?),
+        domain: place.map(str::to_string),
         ..TextFilter::default()
     };
     let hits = best_hits(snap, &words.join(" "), &f, "path_words")?;
@@ -240,11 +243,12 @@ fn resolve_path_words(
     // named after a word of the file name (`book.py` → `BookAppointment`) are the subject, and
     // a hit the folder's word alone named (`appointments/` → the `Appointment` entity, with
     // every rule about it) is left out when there are such.
-    let file = codepath::path_words(file_stem(&h.replace('\\', "/")), known);
+    let file = codepath::path_words(file_stem(&h.replace('\\', "/")), known).join(" ");
+    let file = super::evidence::question_stems(snap, &file);
     let mut named = Vec::new();
     for (id, m) in &hits {
         if let Some(rec) = snap.node_brief(id)? {
-            if codepath::names_a_word(snap, &rec, &file) {
+            if codepath::names_a_stem(snap, &rec, &file) {
                 named.push((id.clone(), m.clone()));
             }
         }
@@ -281,9 +285,9 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String]) -> Result<Hints, Error> 
         if h.trim().is_empty() {
             continue;
         }
-        let r = resolve_hint(snap, h, &known)?;
-        out.named.extend(domain::named_by_hint(h, &known));
-        out.named.extend(domain::named_by_folders(snap, h, &known)?);
+        let place = domain::named_by_path(snap, h, &known)?;
+        let r = resolve_hint(snap, h, &known, place.as_deref())?;
+        out.named.extend(place);
         // The business domains the hint resolved into by id, path or name: one is named; several
         // (`BR-001` numbered in every domain) make the hint ambiguous, and it names none.
         let mut doms = BTreeSet::new();

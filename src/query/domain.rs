@@ -63,16 +63,29 @@ pub fn named_by_hint(hint: &str, known: &BTreeSet<String>) -> Option<String> {
     None
 }
 
-/// The domain a code path names through its folders when no segment is a domain's id: the
-/// nearest folder named after specs (`src/reservations/cancel.py` → the `Reservation` entity,
-/// a plural's `s`/`es` dropped) names their business domain when they all belong to one.
-/// Folders named after shared specs, or after specs of several domains, name none.
-pub fn named_by_folders(
+/// The business domain a hint names by itself: by qualification or a path segment
+/// ([`named_by_hint`]), else through a path's folders ([`named_by_folders`]).
+pub fn named_by_path(
     snap: &Snapshot<'_>,
     hint: &str,
     known: &BTreeSet<String>,
 ) -> Result<Option<String>, Error> {
-    if known.is_empty() || named_by_hint(hint, known).is_some() {
+    match named_by_hint(hint, known) {
+        Some(d) => Ok(Some(d)),
+        None => named_by_folders(snap, hint, known),
+    }
+}
+
+/// The domain a code path names through its folders when no segment is a domain's id: the
+/// nearest folder named after specs (`src/reservations/cancel.py` → the `Reservation` entity,
+/// a plural's `s`/`es` dropped) names their business domain when they all belong to one.
+/// Folders named after shared specs, or after specs of several domains, name none.
+fn named_by_folders(
+    snap: &Snapshot<'_>,
+    hint: &str,
+    known: &BTreeSet<String>,
+) -> Result<Option<String>, Error> {
+    if known.is_empty() {
         return Ok(None);
     }
     let norm = hint.trim().replace('\\', "/");
