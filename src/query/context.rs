@@ -262,7 +262,7 @@ struct Hints {
     resolved: Vec<ResolvedEntity>,
     seeds: Vec<String>,
     named: BTreeSet<String>,
-    /// Hints that resolved into several business domains.
+    /// Hints (as quoted in `matched_from`) that resolved into several business domains.
     ambiguous: BTreeSet<String>,
     warnings: Vec<String>,
 }
@@ -287,6 +287,12 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String]) -> Result<Hints, Error> 
         }
         let place = domain::named_by_path(snap, h, &known)?;
         let r = resolve_hint(snap, h, &known, place.as_deref())?;
+        // The hint as the answer quotes it: a hostile 100 KB hint is not echoed whole.
+        let shown: String = if h.chars().count() > 300 {
+            h.chars().take(300).chain(std::iter::once('…')).collect()
+        } else {
+            h.clone()
+        };
         out.named.extend(place);
         // The business domains the hint resolved into by id, path or name: one is named; several
         // (`BR-001` numbered in every domain) make the hint ambiguous, and it names none.
@@ -298,17 +304,11 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String]) -> Result<Hints, Error> 
             }
         }
         if doms.len() > 1 {
-            out.ambiguous.insert(h.clone());
+            out.ambiguous.insert(shown.clone());
         } else {
             out.named.extend(doms);
         }
         if r.is_empty() {
-            // A hostile 100 KB hint is not echoed whole into the answer.
-            let shown: String = if h.chars().count() > 300 {
-                h.chars().take(300).chain(std::iter::once('…')).collect()
-            } else {
-                h.clone()
-            };
             out.warnings
                 .push(format!("No match found for hint: '{shown}'"));
         }
@@ -316,7 +316,7 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String]) -> Result<Hints, Error> 
             if !out.resolved.iter().any(|x| x.node_id == id) {
                 out.resolved.push(ResolvedEntity {
                     node_id: id.clone(),
-                    matched_from: h.clone(),
+                    matched_from: shown.clone(),
                     match_method: method,
                 });
             }

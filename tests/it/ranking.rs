@@ -308,6 +308,14 @@ fn a_code_path_named_like_no_spec_resolves_by_its_words_inside_its_domain() {
         "{}",
         w.len()
     );
+    // One that resolves is not echoed whole either (its `matched_from` is clipped too).
+    let long = format!("{}cancel.py", "reservations/".repeat(4_000));
+    let v = json(dir.path(), &["context", "--hint", &long]);
+    assert!(
+        !v["resolved_entities"].as_array().unwrap().is_empty(),
+        "{v}"
+    );
+    assert!(v.to_string().len() < 20_000, "{}", v.to_string().len());
     // Generic words alone find nothing, and say so.
     let v = json(dir.path(), &["context", "--hint", "src/lib/index.ts"]);
     assert!(v["resolved_entities"].as_array().unwrap().is_empty(), "{v}");
