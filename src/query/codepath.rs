@@ -64,6 +64,39 @@ pub(super) fn path_words(path: &str, known: &BTreeSet<String>) -> Vec<String> {
     words
 }
 
+/// A path hint read relative to the repository at `root`, with `.` and `..` folded away:
+/// `./src/x.py` and `src/lib/../x.py` → `src/x.py`, an absolute path inside the repository →
+/// its repository-relative path. `None` when the path points outside the repository (an
+/// absolute path elsewhere, or a `..` that climbs above the root): no spec can live there.
+/// Text only: nothing is resolved on disk, so a symlink cannot change the answer.
+pub(super) fn in_repo(hint: &str, root: &std::path::Path) -> Option<String> {
+    let norm = hint.trim().replace('\\', "/");
+    let root = root.to_string_lossy().replace('\\', "/");
+    let root = root.trim_end_matches('/');
+    let b = norm.as_bytes();
+    let drive = b.len() > 2 && b[0].is_ascii_alphabetic() && b[1] == b':' && b[2] == b'/';
+    let rel = if norm.starts_with('/') || drive {
+        let rest = norm.strip_prefix(root)?;
+        if !(rest.is_empty() || rest.starts_with('/')) {
+            return None;
+        }
+        rest.to_string()
+    } else {
+        norm
+    };
+    let mut out: Vec<&str> = Vec::new();
+    for seg in rel.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                out.pop()?;
+            }
+            s => out.push(s),
+        }
+    }
+    Some(out.join("/"))
+}
+
 /// True when the spec's id, title, aliases or file name hold one of the `stems` (the stems of
 /// [`super::evidence::question_stems`], so `tables` meets `Table`).
 pub(super) fn names_a_stem(snap: &Snapshot<'_>, rec: &NodeRecord, stems: &[String]) -> bool {
@@ -81,6 +114,28 @@ pub(super) fn names_a_stem(snap: &Snapshot<'_>, rec: &NodeRecord, stems: &[Strin
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn in_repo_folds_dots_and_refuses_paths_outside_the_repository() {
+        use super::in_repo;
+        let root = std::path::Path::new("/home/dev/shop");
+        let ok = |h: &str| in_repo(h, root);
+        assert_eq!(
+            ok("./src/lib/../cancel.py").as_deref(),
+            Some("src/cancel.py")
+        );
+        assert_eq!(
+            ok("src\\dining\\tables.go").as_deref(),
+            Some("src/dining/tables.go")
+        );
+        assert_eq!(ok("/home/dev/shop/src/x.py").as_deref(), Some("src/x.py"));
+        assert_eq!(ok("/home/dev/shopping/x.py"), None);
+        assert_eq!(ok("/etc/passwd"), None);
+        assert_eq!(ok("C:\\Users\\x.py"), None);
+        assert_eq!(ok("src/../../root/.ssh/id_rsa"), None);
+        assert_eq!(ok("../../../etc/passwd"), None);
+        assert_eq!(ok("src/.."), Some(String::new()));
+    }
+
     use super::path_words;
     use std::collections::BTreeSet;
 

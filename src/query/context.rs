@@ -6,7 +6,8 @@
 //!    over its words within the domain its path names (`src/clinic/billing/late_fee.ts` →
 //!    `late fee billing` among the clinic's specs, method `path_words`; the hits named after a
 //!    word of the file name, when there are such, not those only the folder's word found);
-//!    otherwise a lexical search (keywords).
+//!    otherwise a lexical search (keywords). A path is read relative to the repository root
+//!    ([`codepath::in_repo`]); one that points outside it resolves to nothing, with a warning.
 //! 2. Discovery: the resolved nodes themselves (when they are rules or behaviour), their graph
 //!    neighbours of constraint kinds (rules, policies) and behaviour kinds (use cases, commands,
 //!    queries, processes), up to `depth` hops; a use case brings its own structure with it (the
@@ -27,6 +28,7 @@ use crate::cache::resolve::{file_stem, KeyRank};
 use crate::cache::{Cache, NodeRecord, Snapshot, TextFilter};
 use crate::spec::Kind;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::Path;
 
 fn is_constraint(k: Kind) -> bool {
     matches!(
@@ -267,7 +269,7 @@ struct Hints {
     warnings: Vec<String>,
 }
 
-fn resolve_hints(snap: &Snapshot<'_>, hints: &[String]) -> Result<Hints, Error> {
+fn resolve_hints(snap: &Snapshot<'_>, hints: &[String], root: &Path) -> Result<Hints, Error> {
     let mut out = Hints {
         resolved: Vec::new(),
         seeds: Vec::new(),
@@ -285,14 +287,30 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String]) -> Result<Hints, Error> 
         if h.trim().is_empty() {
             continue;
         }
-        let place = domain::named_by_path(snap, h, &known)?;
-        let r = resolve_hint(snap, h, &known, place.as_deref())?;
         // The hint as the answer quotes it: a hostile 100 KB hint is not echoed whole.
         let shown: String = if h.chars().count() > 300 {
             h.chars().take(300).chain(std::iter::once('…')).collect()
         } else {
             h.clone()
         };
+        // A path is read relative to the repository; one that leaves it names no spec.
+        let read = if h.contains(['/', '\\']) {
+            match codepath::in_repo(h, root) {
+                Some(rel) => rel,
+                None => {
+                    out.warnings.push(format!(
+                        "Hint '{shown}' points outside the repository: ignored \
+                         (paths are read relative to the repository root)"
+                    ));
+                    continue;
+                }
+            }
+        } else {
+            h.clone()
+        };
+        let h = &read;
+        let place = domain::named_by_path(snap, h, &known)?;
+        let r = resolve_hint(snap, h, &known, place.as_deref())?;
         out.named.extend(place);
         // The business domains the hint resolved into by id, path or name: one is named; several
         // (`BR-001` numbered in every domain) make the hint ambiguous, and it names none.
@@ -408,7 +426,7 @@ pub fn context(cache: &Cache, req: &ContextRequest) -> Result<ContextResponse, E
         named,
         ambiguous,
         mut warnings,
-    } = resolve_hints(&snap, &req.hints)?;
+    } = resolve_hints(&snap, &req.hints, cache.repo_root())?;
     let focus = domain::Focus(domain::focus(&named));
     let kept = domain::in_focus(
         &snap,

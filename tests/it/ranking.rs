@@ -299,6 +299,11 @@ fn a_code_path_named_like_no_spec_resolves_by_its_words_inside_its_domain() {
     let files = context_files(&v);
     assert!(files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
     assert!(files.iter().any(|f| f.contains("/dining/")), "{files:?}");
+}
+
+#[test]
+fn hostile_and_outside_paths_name_no_spec_and_are_not_echoed_whole() {
+    let dir = check_repo();
     // A hostile 60 KB path of unknown folders finds nothing, and the warning does not echo it.
     let long = format!("{}x.py", "abcdefgh/".repeat(6_000));
     let v = json(dir.path(), &["context", "--hint", &long]);
@@ -320,6 +325,32 @@ fn a_code_path_named_like_no_spec_resolves_by_its_words_inside_its_domain() {
     let v = json(dir.path(), &["context", "--hint", "src/lib/index.ts"]);
     assert!(v["resolved_entities"].as_array().unwrap().is_empty(), "{v}");
     assert!(v["warnings"].to_string().contains("No match found"), "{v}");
+    // A path that leaves the repository names no spec: it found three through its words
+    // (`id`, `rsa`, `ssh`) before. Inside the repository, `.`/`..` and the absolute form
+    // resolve like the plain path.
+    for outside in [
+        "src/../../root/.ssh/id_rsa",
+        "/etc/ssh/ssh_config",
+        "../clinic/x.py",
+    ] {
+        let v = json(dir.path(), &["context", "--hint", outside]);
+        assert!(v["resolved_entities"].as_array().unwrap().is_empty(), "{v}");
+        assert!(
+            v["warnings"]
+                .to_string()
+                .contains("points outside the repository"),
+            "{v}"
+        );
+    }
+    let abs = dir.path().join("src/clinic/appointments/book.py");
+    for inside in [
+        abs.to_string_lossy().to_string(),
+        "./src/clinic/../clinic/appointments/book.py".to_string(),
+    ] {
+        let v = json(dir.path(), &["context", "--hint", &inside]);
+        let resolved = ids(&v, "resolved_entities", "node_id");
+        assert_eq!(resolved, ["clinic:CMD:CMD-001"], "{v}");
+    }
 }
 
 fn files(v: &Value) -> Vec<String> {

@@ -93,7 +93,7 @@ pub(super) fn tools() -> Vec<Tool> {
             schema(json!({
                 "type": "object",
                 "properties": {
-                    "hints": {"type": "array", "items": {"type": "string"}, "minItems": 1, "description": "File paths, node ids, entity names or keywords, e.g. [\"src/orders/pedido.ts\", \"checkout\"]."},
+                    "hints": {"type": "array", "items": {"type": "string"}, "minItems": 1, "description": "File paths (relative to the repository root, or absolute inside it), node ids, entity names or keywords, e.g. [\"src/orders/pedido.ts\", \"checkout\"]."},
                     "depth": {"type": "integer", "minimum": 1, "maximum": 3, "description": "Graph traversal depth (default 1)."},
                     "max_tokens": p_tokens()
                 },
