@@ -68,7 +68,7 @@ pub(super) fn tools() -> Vec<Tool> {
                     "layers": p_layers(),
                     "domain": {"type": "string", "description": "Only this domain (multi-domain repos)."},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "Maximum results (default 10)."},
-                    "min_score": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop results below this calibrated score (default 0.15). Scores are absolute confidences comparable across questions: ≥ 0.6 is a strong match, < 0.15 no match (the answer is then empty with a NO_MATCH warning)."},
+                    "min_score": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop results below this calibrated score (default 0.10). Scores are absolute confidences comparable across questions: ≥ 0.6 is a strong match, < 0.10 no match (the answer is then empty with a NO_MATCH warning)."},
                     "depth": {"type": "integer", "minimum": 1, "maximum": 5, "description": "Graph expansion depth (default 2)."},
                     "expand_graph": {"type": "boolean", "description": "Add nodes linked to the top hits (default true)."},
                     "respect_layers": {"type": "boolean", "description": "Skip links that violate the KDD layer rule while expanding (default true)."},
