@@ -44,6 +44,8 @@ pub mod env {
     pub const TRANSLATE: &str = "KDD_TRANSLATE";
     /// Translator program for cross-lingual queries (default `apertium -u <pair>`).
     pub const TRANSLATOR: &str = "KDD_TRANSLATOR";
+    /// `0`: index specs without their translation; `all`: no cap on one build's translations.
+    pub const DOC_TRANSLATE: &str = "KDD_DOC_TRANSLATE";
 }
 
 /// Errors locating the repository.

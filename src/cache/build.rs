@@ -339,6 +339,7 @@ pub fn update(
     repo_root: &Path,
     roots: &crate::roots::Roots,
     full: bool,
+    memo: Option<&Path>,
 ) -> Result<BuildStats, Error> {
     let t0 = std::time::Instant::now();
     let mut lap = Lap(t0, BTreeMap::new());
@@ -375,8 +376,19 @@ pub fn update(
             .map_err(|e| Error::Corrupt(format!("text index: {e}")))?;
     }
     step.remove_gone(&mut wtxn, &old, &current)?;
-    for (stem, rec) in load_changed(index_dir, repo_root, roots, &old, &current) {
+    let mut loaded = load_changed(index_dir, repo_root, roots, &old, &current);
+    let mut tr = super::doctr::DocTranslator::new(memo);
+    let mut recs: Vec<&mut NodeRecord> = loaded
+        .iter_mut()
+        .filter_map(|(_, r)| r.as_mut().ok().map(|(r, _)| r))
+        .collect();
+    let notice = tr.translate_all(&mut recs);
+    step.stats.errors.extend(notice);
+    for (stem, rec) in loaded {
         step.write_loaded(&mut wtxn, &stem, current[&stem], old.get(&stem), rec)?;
+    }
+    if full {
+        tr.prune();
     }
     let Step {
         writer,
@@ -398,6 +410,9 @@ pub fn update(
     text.commit(writer)?;
     lap.done("text");
     stats.steps_us = lap.1;
+    stats
+        .steps_us
+        .insert("translate".into(), tr.spent.as_micros() as u64);
     stats.millis = t0.elapsed().as_millis() as u64;
     store.put_meta(&mut wtxn, "stats", &stats)?;
     wtxn.commit().map_err(lm)?;

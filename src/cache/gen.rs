@@ -163,6 +163,13 @@ pub(super) fn update_current(
             return Ok(None);
         }
     };
+    // Built with other translations (Apertium installed or switched off since): from scratch.
+    let rtxn = store.rtxn()?;
+    let tr: Option<String> = store.get_meta(&rtxn, "doctr")?;
+    drop(rtxn);
+    if tr.as_deref() != Some(super::doctr::state().as_str()) {
+        return Ok(None);
+    }
     if have.as_deref() == Some(fp) {
         return Ok(Some(Opened {
             gen,
@@ -172,13 +179,21 @@ pub(super) fn update_current(
         }));
     }
     check::unseal(&gen)?;
-    let res =
-        build::update(&store, &text, p.index_dir, p.repo_root, p.roots, false).and_then(|stats| {
-            let mut w = store.wtxn()?;
-            store.put_meta(&mut w, "fingerprint", &fp)?;
-            w.commit().map_err(lm)?;
-            Ok(stats)
-        });
+    let res = build::update(
+        &store,
+        &text,
+        p.index_dir,
+        p.repo_root,
+        p.roots,
+        false,
+        Some(&p.root.join("translations")),
+    )
+    .and_then(|stats| {
+        let mut w = store.wtxn()?;
+        store.put_meta(&mut w, "fingerprint", &fp)?;
+        w.commit().map_err(lm)?;
+        Ok(stats)
+    });
     match res {
         Ok(stats) => {
             check::seal(&gen)?;
@@ -212,9 +227,18 @@ pub(super) fn build_fresh(p: &Paths, fp: &str) -> Result<Opened, Error> {
     std::fs::create_dir_all(gen.join("text")).map_err(|e| Error::io(&gen, e))?;
     let store = store_for(&gen.join("lmdb"))?;
     let text = TextIndex::create(&gen.join("text"))?;
-    let stats = build::update(&store, &text, p.index_dir, p.repo_root, p.roots, true)?;
+    let stats = build::update(
+        &store,
+        &text,
+        p.index_dir,
+        p.repo_root,
+        p.roots,
+        true,
+        Some(&p.root.join("translations")),
+    )?;
     let mut w = store.wtxn()?;
     store.put_meta(&mut w, "version", &CACHE_VERSION)?;
+    store.put_meta(&mut w, "doctr", &super::doctr::state())?;
     store.put_meta(&mut w, "fingerprint", &fp)?;
     w.commit().map_err(lm)?;
     check::seal(&gen)?;

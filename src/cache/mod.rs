@@ -26,7 +26,9 @@ pub mod agent;
 mod bm25;
 pub mod build;
 pub mod check;
+mod doctr;
 mod gen;
+pub mod lang;
 mod links;
 mod parse;
 pub mod resolve;
@@ -52,7 +54,7 @@ use store::{lm, Store};
 use text::TextIndex;
 
 /// Version of the cache layout and of what it derives. Bump to force a rebuild everywhere.
-pub const CACHE_VERSION: u32 = 5;
+pub const CACHE_VERSION: u32 = 6;
 
 /// Cache errors.
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +103,7 @@ pub fn fingerprint(index_dir: &Path) -> Result<String, Error> {
         .map_err(|_| Error::IndexUnavailable(index_dir.to_path_buf()))?;
     let mut h = blake3::Hasher::new();
     h.update(&CACHE_VERSION.to_le_bytes());
+    h.update(doctr::state().as_bytes());
     let mut add = |p: &Path, md: Option<std::fs::Metadata>| {
         h.update(p.as_os_str().as_encoded_bytes());
         if let Some(md) = md {

@@ -48,6 +48,10 @@ pub struct NodeRecord {
     /// The current agent enrichment (L3), when there is one; its summary is the last section.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<super::agent::AgentNote>,
+    /// The spec's text in the other corpus language ([`super::doctr`]) and that language, on
+    /// its way to the text index during a build: indexed, never stored.
+    #[serde(skip)]
+    pub translation: Option<(super::lang::Lang, String)>,
 }
 
 impl NodeRecord {
@@ -63,6 +67,7 @@ impl NodeRecord {
             items: Vec::new(),
             lang: Default::default(),
             agent: None,
+            translation: None,
         }
     }
 }

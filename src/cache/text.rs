@@ -6,9 +6,9 @@
 //! documents away, so BM25 statistics are those of the live documents only: an incrementally
 //! updated index scores exactly like a fresh build.
 
+pub use super::lang::LangTally;
 use super::store::NodeRecord;
 use super::Error;
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::Path;
 use tantivy::collector::TopDocs;
@@ -55,54 +55,6 @@ const STOP_WORDS: &[&str] = &[
     "will", "with", "would", "you", "your", "i", "me", "do", "does", "happen", "happens", "work",
     "out",
 ];
-
-/// Function words that mark Spanish text (none of them an English word).
-const ES_MARKERS: &[&str] = &[
-    "al", "cada", "como", "con", "cual", "cuando", "de", "del", "desde", "donde", "el", "ella",
-    "en", "entre", "es", "esta", "este", "esto", "hay", "la", "las", "los", "mas", "para", "pero",
-    "por", "porque", "que", "se", "ser", "si", "sin", "sobre", "son", "su", "sus", "tambien", "un",
-    "una", "unos", "y", "ya",
-];
-/// Function words that mark English text (none of them a Spanish word).
-const EN_MARKERS: &[&str] = &[
-    "and", "are", "be", "been", "by", "can", "does", "for", "from", "has", "have", "how", "if",
-    "in", "into", "is", "it", "its", "of", "on", "or", "should", "than", "that", "the", "their",
-    "them", "then", "there", "they", "this", "to", "was", "we", "what", "when", "where", "which",
-    "who", "why", "will", "with", "would", "you", "your",
-];
-
-/// Counts of Spanish and English function words in a text: a cheap, dependency-free language
-/// signal for the corpus (summed over specs) and for queries.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LangTally {
-    pub es: u32,
-    pub en: u32,
-}
-
-impl LangTally {
-    /// Tally the function words of `text` (case- and accent-insensitive).
-    pub fn of(text: &str) -> LangTally {
-        let mut t = LangTally::default();
-        for w in text.split(|c: char| !c.is_alphanumeric()) {
-            if w.is_empty() || w.len() > 8 {
-                continue;
-            }
-            let w = crate::parse::fold(w);
-            if ES_MARKERS.binary_search(&w.as_str()).is_ok() {
-                t.es += 1;
-            } else if EN_MARKERS.binary_search(&w.as_str()).is_ok() {
-                t.en += 1;
-            }
-        }
-        t
-    }
-
-    /// Add another tally.
-    pub fn add(&mut self, o: LangTally) {
-        self.es += o.es;
-        self.en += o.en;
-    }
-}
 
 /// Split `RetrievalQuery` / `retrieval_query` / `UC-004` into words, keeping the original too.
 pub fn expand_identifier(s: &str) -> String {
@@ -164,6 +116,20 @@ pub struct Fields {
     pub head_en: Field,
     pub body_es: Field,
     pub body_en: Field,
+    /// A spec's translation ([`super::doctr`]) into Spanish, then into English, each analysed
+    /// both ways like a body (on the identity document: translations add no document, so
+    /// BM25's document counts are those of the specs).
+    pub tr: [[Field; 2]; 2],
+}
+
+impl Fields {
+    /// The fields holding translations into `lang` (Spanish- and English-analysed).
+    pub fn tr_fields(&self, lang: super::lang::Lang) -> [Field; 2] {
+        match lang {
+            super::lang::Lang::Es => self.tr[0],
+            super::lang::Lang::En => self.tr[1],
+        }
+    }
 }
 
 fn text_opts(tokenizer: &str, stored: bool) -> TextOptions {
@@ -192,6 +158,16 @@ fn schema() -> (Schema, Fields) {
         head_en: b.add_text_field("head_en", text_opts("kdd_en", false)),
         body_es: b.add_text_field("body_es", text_opts("kdd_es", false)),
         body_en: b.add_text_field("body_en", text_opts("kdd_en", false)),
+        tr: [
+            [
+                b.add_text_field("tr_es_es", text_opts("kdd_es", false)),
+                b.add_text_field("tr_es_en", text_opts("kdd_en", false)),
+            ],
+            [
+                b.add_text_field("tr_en_es", text_opts("kdd_es", false)),
+                b.add_text_field("tr_en_en", text_opts("kdd_en", false)),
+            ],
+        ],
     };
     (b.build(), f)
 }
@@ -205,6 +181,19 @@ fn register(index: &Index) {
 
 /// Section index marking a node's identity document.
 pub const NODE_DOC: u64 = u64::MAX;
+
+/// Weight of the translation fields: a body's (1.0), or `KDD_RANK_DOC_TR` (0–3) for sweeps.
+/// Read here, not in `query/knobs.rs`, because the weight applies inside the text index.
+fn doc_tr_weight() -> f32 {
+    static W: std::sync::OnceLock<f32> = std::sync::OnceLock::new();
+    *W.get_or_init(|| {
+        std::env::var("KDD_RANK_DOC_TR")
+            .ok()
+            .and_then(|v| v.parse::<f32>().ok())
+            .filter(|w| (0.0..=3.0).contains(w))
+            .unwrap_or(1.0)
+    })
+}
 
 /// An open tantivy index.
 pub struct TextIndex {
@@ -232,6 +221,9 @@ pub struct TextFilter {
     pub kinds: Vec<String>,
     pub layers: Vec<String>,
     pub domain: Option<String>,
+    /// The question's language: the specs' translations into it ([`super::doctr`]) are
+    /// searched too. `None` (unknown, or not a question): translations are not searched.
+    pub question_lang: Option<super::lang::Lang>,
 }
 
 impl TextIndex {
@@ -370,6 +362,11 @@ impl TextIndex {
             .collect();
         d.add_text(f.body_es, &all);
         d.add_text(f.body_en, &all);
+        if let Some((lang, t)) = &rec.translation {
+            for field in f.tr_fields(*lang) {
+                d.add_text(field, t);
+            }
+        }
         w.add_document(d)
             .map_err(|e| Error::Corrupt(format!("text index add: {e}")))?;
         for (i, s) in rec.sections.iter().enumerate() {
@@ -492,6 +489,15 @@ impl TextIndex {
                 clauses.push((Occur::Should, Box::new(BoostQuery::new(q, w))));
             }
         }
+        // A question meets the translations into its own language only: a spec in its
+        // language has none, so same-language questions rank as without translations.
+        let tr_fields = filter.question_lang.map(|l| f.tr_fields(l));
+        for field in tr_fields.iter().flatten().copied() {
+            for t in self.terms(field, text) {
+                let q: Box<dyn Query> = Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs));
+                clauses.push((Occur::Should, Box::new(BoostQuery::new(q, doc_tr_weight()))));
+            }
+        }
         if clauses.is_empty() {
             return Ok(Vec::new());
         }
@@ -568,23 +574,6 @@ mod tests {
             "RetrievalQuery Retrieval Query"
         );
         assert!(expand_identifier("UC-004-RetrieveContext").contains("UC 004 Retrieve Context"));
-    }
-
-    #[test]
-    fn marker_lists_are_sorted_and_disjoint() {
-        for l in [ES_MARKERS, EN_MARKERS] {
-            assert!(l.windows(2).all(|w| w[0] < w[1]), "{l:?}");
-        }
-        assert!(ES_MARKERS.iter().all(|w| !EN_MARKERS.contains(w)));
-    }
-
-    #[test]
-    fn tallies_tell_spanish_from_english() {
-        let es = LangTally::of("¿Qué pasa cuando se borra el fichero de una especificación?");
-        assert!(es.es >= 4 && es.en == 0, "{es:?}");
-        let en = LangTally::of("What happens to the vectors when the file is removed?");
-        assert!(en.en >= 4 && en.es == 0, "{en:?}");
-        assert_eq!(LangTally::of("UC-004 source_hash"), LangTally::default());
     }
 
     #[test]

@@ -90,6 +90,7 @@ fn filter_of(
         kinds: kinds.iter().map(|k| k.as_str().to_string()).collect(),
         layers: layers.iter().map(|l| l.as_str().to_string()).collect(),
         domain: domain.clone(),
+        question_lang: None,
     }
 }
 
@@ -317,7 +318,8 @@ fn has_vectors(snap: &Snapshot<'_>, id: &str) -> Result<bool, Error> {
 pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Error> {
     validate_hybrid(req)?;
     let snap = cache.snapshot()?;
-    let filter = filter_of(&req.kinds, &req.layers, &req.domain);
+    let mut filter = filter_of(&req.kinds, &req.layers, &req.domain);
+    filter.question_lang = super::translate::query_lang(crate::cache::LangTally::of(&req.query));
     let mut warnings = Vec::new();
     let searched = super::searched::searched(&snap, &req.query, &req.expansion, &mut warnings)?;
     let text = searched.text.clone();
@@ -508,7 +510,8 @@ fn pick<'c>(
 pub fn search(cache: &Cache, req: &SearchRequest) -> Result<SearchResponse, Error> {
     validate(&req.query, req.limit, req.min_score)?;
     let snap = cache.snapshot()?;
-    let filter = filter_of(&req.kinds, &req.layers, &req.domain);
+    let mut filter = filter_of(&req.kinds, &req.layers, &req.domain);
+    filter.question_lang = super::translate::query_lang(crate::cache::LangTally::of(&req.query));
     let mut warnings = Vec::new();
     let searched = super::searched::searched(&snap, &req.query, &req.expansion, &mut warnings)?;
     let text = searched.text.clone();

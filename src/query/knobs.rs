@@ -6,6 +6,9 @@
 //! an unparsable or out-of-range value is ignored (the default stands). The set is kept small
 //! on purpose — every knob is a general property of the ranking, none exists for one query.
 //!
+//! One knob lives below this module: `KDD_RANK_DOC_TR` (0–3, default 1.0, the weight of the
+//! specs' translations in BM25) is read in `cache/text.rs`, where that weight applies.
+//!
 //! Invariants: values are read once per process and never change afterwards; every value is
 //! finite and within the range stated on its field.
 

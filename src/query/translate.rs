@@ -55,30 +55,7 @@ pub const MEMO_CAP: usize = 256;
 /// Environment switch: `KDD_TRANSLATE_WARM=0` never uses a warm pipeline (cold process only).
 pub const ENV_TRANSLATE_WARM: &str = "KDD_TRANSLATE_WARM";
 
-/// The two languages of KDD corpora.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Lang {
-    Es,
-    En,
-}
-
-impl Lang {
-    /// ISO 639-3 code, as Apertium names its pairs.
-    pub fn code(self) -> &'static str {
-        match self {
-            Lang::Es => "spa",
-            Lang::En => "eng",
-        }
-    }
-
-    /// Name for messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Lang::Es => "Spanish",
-            Lang::En => "English",
-        }
-    }
-}
+pub use crate::cache::lang::Lang;
 
 /// The language a query is written in, when its function words say so clearly.
 pub fn query_lang(t: LangTally) -> Option<Lang> {

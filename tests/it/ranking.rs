@@ -498,3 +498,58 @@ fn single_strategy_search_is_not_touched_by_the_identifier_rule() {
     assert!(scores.len() >= 3 && scores[0] > 0.0, "{v}");
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
 }
+
+/// Spec translation (`cache/doctr.rs`): a Spanish question meets an English spec through the
+/// spec's Spanish translation. The question's own translation is made inert (a translator that
+/// echoes its input), so only the spec's translation can bridge the two languages; with it
+/// switched off the same question finds nothing. The translation ranks but is never shown.
+#[test]
+#[cfg_attr(not(kdd_apertium), ignore = "Apertium with eng-spa is not installed")]
+fn a_spanish_question_meets_an_english_spec_through_its_translation() {
+    let dir = crate::util::git_repo();
+    crate::util::copy_dir(
+        &crate::util::fixture("check-multi/specs"),
+        &dir.path().join("specs"),
+    );
+    let tools = tempfile::tempdir().unwrap();
+    let echo = tools.path().join("echo-translator");
+    std::fs::write(&echo, "#!/bin/sh\ncat\n").unwrap();
+    std::fs::set_permissions(&echo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let echo = echo.to_string_lossy().to_string();
+    let question = "¿Se puede elegir una mesa en la terraza?";
+    let ask = |doc_tr: &str| {
+        let env = [
+            ("KDD_NO_EMBED", "1"),
+            ("KDD_TRANSLATE", "on"),
+            ("KDD_TRANSLATOR", echo.as_str()),
+            ("KDD_DOC_TRANSLATE", doc_tr),
+        ];
+        let o = crate::util::kdd_env(dir.path(), &["index"], &env);
+        assert!(o.status.success(), "{}", text(&o));
+        let args = ["search", "--lexical", question, "--limit", "3", "--json"];
+        let o = crate::util::kdd_env(dir.path(), &args, &env);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let v = ask("1");
+    let found = ids(&v, "results", "node_id");
+    assert!(
+        found.iter().any(|id| id == "dining:Entity:DiningTable"),
+        "{found:?}"
+    );
+    assert!(!v["results"].to_string().contains("terraza"), "{v}");
+    let memo = std::fs::read_dir(dir.path().join(".git/kdd-cache"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("translations/eng-spa"))
+        .find(|p| p.is_dir())
+        .expect("translation memo");
+    assert!(std::fs::read_dir(memo).unwrap().count() >= 20);
+    // Switched off, the cache is rebuilt without translations and the question finds nothing.
+    let v = ask("0");
+    let found = ids(&v, "results", "node_id");
+    assert!(
+        !found.iter().any(|id| id == "dining:Entity:DiningTable"),
+        "{found:?}"
+    );
+}

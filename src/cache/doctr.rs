@@ -1,0 +1,359 @@
+//! Spec translation for the lexical index (issue 13): each spec's text, translated by Apertium
+//! into the other corpus language (Spanish → English, English → Spanish), is indexed in BM25
+//! fields of its own ([`super::text`]), so a question asked in the other language meets the spec
+//! in the question's words. Translating the question alone leaves a short question at the mercy
+//! of one rendering ("cita" → "date"); a whole spec, translated, carries its vocabulary in both
+//! languages. Measured in `tools/eval/README.md` (seventh round).
+//!
+//! - **Which way:** by the spec's own function words ([`LangTally`]): Spanish when at least
+//!   [`SHARE`] of its markers are Spanish, English likewise; a mixed or wordless spec is not
+//!   translated.
+//! - **How:** warm Apertium pipelines ([`crate::embed::translator::Pipeline`]), up to
+//!   [`WORKERS`] per pair in parallel, each fed batches of specs (headings and text, at most
+//!   [`MAX_CHARS`] each) joined by a separator word Apertium passes through, under a deadline;
+//!   a batch that does not split back into its specs is sent again one spec at a time.
+//! - **Memo:** `<cache root>/translations/<pair>/<blake3 of the text>`, outside generations, so
+//!   a rebuilt generation (damage, a new cache version) does not translate again; a full build
+//!   removes the entries it did not use.
+//! - **Off:** `KDD_TRANSLATE=off` or `KDD_DOC_TRANSLATE=0`, or Apertium or the pair not
+//!   installed: specs are indexed without a translation, and nothing fails.
+//! - **Bounded:** a build translates at most [`MAX_FRESH`] specs the memo does not hold (a
+//!   first build of a very large corpus would otherwise take minutes); over it, it translates
+//!   none and says so, until `KDD_DOC_TRANSLATE=all`.
+//!
+//! Invariants: a translation only ranks: it is indexed, never stored, shown or cited, so a
+//! crafted memo file cannot put a byte into an answer (and one over [`MEMO_MAX`] bytes or not
+//! UTF-8 is ignored). A failure (no pipeline, a deadline, a crash) leaves that spec untranslated
+//! and the build goes on.
+
+use super::lang::{Lang, LangTally};
+use super::store::NodeRecord;
+use crate::embed::translator::Pipeline;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Share of a spec's function words that must be of one language for it to be translated.
+pub const SHARE: f32 = 0.6;
+/// At most this many characters of a spec are translated (specs are far shorter).
+pub const MAX_CHARS: usize = 30_000;
+/// A memo file larger than this is not a translation of ours.
+pub const MEMO_MAX: u64 = 4 * MAX_CHARS as u64;
+/// Environment switch: `KDD_DOC_TRANSLATE=0` indexes specs without translations.
+pub const ENV_DOC_TRANSLATE: &str = crate::config::env::DOC_TRANSLATE;
+
+/// The Apertium pair that translates a spec of this tally into the other language, and that
+/// language.
+pub fn pair_of(t: LangTally) -> Option<(&'static str, Lang)> {
+    let total = (t.es + t.en) as f32;
+    if total < 1.0 {
+        None
+    } else if t.es as f32 / total >= SHARE {
+        Some(("spa-eng", Lang::En))
+    } else if t.en as f32 / total >= SHARE {
+        Some(("eng-spa", Lang::Es))
+    } else {
+        None
+    }
+}
+
+/// True unless `KDD_TRANSLATE` is off or `KDD_DOC_TRANSLATE` is `0`.
+pub fn enabled() -> bool {
+    let off = |name: &str| {
+        matches!(
+            std::env::var(name)
+                .unwrap_or_default()
+                .to_ascii_lowercase()
+                .as_str(),
+            "off" | "0" | "false" | "no"
+        )
+    };
+    !off(crate::config::env::TRANSLATE) && !off(ENV_DOC_TRANSLATE)
+}
+
+/// What this process can translate, as the cache records it: the installed pairs, or `off`.
+/// A cache built in another state is rebuilt from scratch (an incremental update would leave
+/// the unchanged specs as they were: without translations once Apertium is installed, or with
+/// them once it is switched off).
+pub fn state() -> String {
+    if !enabled() {
+        return "off".into();
+    }
+    let pairs: Vec<&str> = ["spa-eng", "eng-spa"]
+        .into_iter()
+        .filter(|p| crate::embed::translator::mode_file(p).is_ok())
+        .collect();
+    let all = std::env::var(ENV_DOC_TRANSLATE).is_ok_and(|v| v.eq_ignore_ascii_case("all"));
+    match (pairs.is_empty(), all) {
+        (true, _) => "none".into(),
+        (false, false) => pairs.join(","),
+        (false, true) => format!("{}+all", pairs.join(",")),
+    }
+}
+
+/// The text of a spec that is translated: its headings and sections, cut at [`MAX_CHARS`].
+fn source_text(rec: &NodeRecord) -> String {
+    let mut out = String::new();
+    for s in &rec.sections {
+        for part in [s.heading.as_str(), s.text.as_str()] {
+            if !part.trim().is_empty() {
+                out.push_str(part.trim());
+                out.push_str(if part == s.heading { ".\n" } else { "\n" });
+            }
+        }
+    }
+    match out.char_indices().nth(MAX_CHARS) {
+        Some((i, _)) => out[..i].to_string(),
+        None => out,
+    }
+}
+
+/// Marks the end of one spec in a batch sent to Apertium (an unknown word it passes through).
+const SEP: &str = "KDDSPECSEPQX";
+/// A batch holds specs up to about this many characters (fewer calls: each costs ~10 ms).
+const BATCH_CHARS: usize = 6_000;
+/// At most this many pipelines per pair translate at once.
+const WORKERS: usize = 4;
+/// A build translates at most this many specs that are not in the memo (~20 ms each on two
+/// cores: 2,000 specs ≈ 40 s, once); over it, none, with a notice, unless
+/// `KDD_DOC_TRANSLATE=all`.
+pub const MAX_FRESH: usize = 2_000;
+
+/// Translates the specs of one build.
+pub struct DocTranslator {
+    memo: Option<PathBuf>,
+    enabled: bool,
+    used: HashSet<PathBuf>,
+    /// Time spent translating (for the build's step figures).
+    pub spent: Duration,
+}
+
+/// One spec to translate: its index in the build's list, memo file and text.
+struct Job {
+    at: usize,
+    file: Option<PathBuf>,
+    text: String,
+}
+
+impl DocTranslator {
+    /// A translator for one build, with its memo under `memo` (none: no memo).
+    pub fn new(memo: Option<&Path>) -> DocTranslator {
+        DocTranslator {
+            memo: memo.map(Path::to_path_buf),
+            enabled: enabled(),
+            used: HashSet::new(),
+            spent: Duration::ZERO,
+        }
+    }
+
+    /// Set `translation` on every record that has one to make: from the memo, else from
+    /// Apertium (batches of specs, a few pipelines per pair in parallel). Over [`MAX_FRESH`]
+    /// specs to translate, only the memo's are set, and the notice says why.
+    pub fn translate_all(&mut self, recs: &mut [&mut NodeRecord]) -> Option<String> {
+        if !self.enabled || recs.is_empty() {
+            return None;
+        }
+        let start = Instant::now();
+        let mut todo: HashMap<&'static str, Vec<Job>> = HashMap::new();
+        for (at, rec) in recs.iter_mut().enumerate() {
+            let Some((pair, into)) = pair_of(rec.lang) else {
+                continue;
+            };
+            let text = source_text(rec);
+            if text.trim().is_empty() {
+                continue;
+            }
+            let file = self.memo.as_ref().map(|m| {
+                m.join(pair)
+                    .join(blake3::hash(text.as_bytes()).to_hex().as_str())
+            });
+            if let Some(f) = &file {
+                self.used.insert(f.clone());
+            }
+            match file.as_deref().and_then(read_memo) {
+                Some(t) => rec.translation = Some((into, t)),
+                None => todo.entry(pair).or_default().push(Job { at, file, text }),
+            }
+        }
+        let fresh: usize = todo.values().map(Vec::len).sum();
+        let all = std::env::var(ENV_DOC_TRANSLATE).is_ok_and(|v| v.eq_ignore_ascii_case("all"));
+        if fresh > MAX_FRESH && !all {
+            self.spent += start.elapsed();
+            return Some(format!(
+                "{fresh} specs were not translated for cross-language search (over {MAX_FRESH} \
+                 in one build, about {} s); set {ENV_DOC_TRANSLATE}=all once to translate them \
+                 (kept in the cache), or {ENV_DOC_TRANSLATE}=0 to silence this",
+                fresh / 50
+            ));
+        }
+        for (pair, jobs) in todo {
+            let into = if pair == "spa-eng" {
+                Lang::En
+            } else {
+                Lang::Es
+            };
+            for (at, t) in run_pair(pair, jobs) {
+                recs[at].translation = Some((into, t));
+            }
+        }
+        self.spent += start.elapsed();
+        None
+    }
+
+    /// After a full build: remove the memo entries this build did not use.
+    pub fn prune(&self) {
+        let Some(memo) = &self.memo else { return };
+        if !self.enabled {
+            return;
+        }
+        for pair in ["spa-eng", "eng-spa"] {
+            let Ok(rd) = std::fs::read_dir(memo.join(pair)) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                if !self.used.contains(&e.path()) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+}
+
+/// Translate `jobs` of one pair: batches spread over a few workers, each with its own
+/// pipeline; memo entries written. Returns (index, translation) of those translated.
+fn run_pair(pair: &'static str, jobs: Vec<Job>) -> Vec<(usize, String)> {
+    let mut batches: Vec<Vec<Job>> = Vec::new();
+    let mut size = 0;
+    for j in jobs {
+        if batches.is_empty() || size + j.text.len() > BATCH_CHARS {
+            batches.push(Vec::new());
+            size = 0;
+        }
+        size += j.text.len();
+        if let Some(b) = batches.last_mut() {
+            b.push(j);
+        }
+    }
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, WORKERS)
+        .min(batches.len());
+    let mut shares: Vec<Vec<Vec<Job>>> = (0..workers).map(|_| Vec::new()).collect();
+    for (i, b) in batches.into_iter().enumerate() {
+        shares[i % workers.max(1)].push(b);
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = shares
+            .into_iter()
+            .map(|share| scope.spawn(move || work(pair, share)))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
+}
+
+/// One worker: its batches through one pipeline (restarted after a failure); a batch whose
+/// answer does not split back into its specs is sent again one spec at a time.
+fn work(pair: &'static str, batches: Vec<Vec<Job>>) -> Vec<(usize, String)> {
+    let mut pipe = Pipeline::start(pair).ok();
+    let mut out = Vec::new();
+    let ask = |pipe: &mut Option<Pipeline>, text: &str| -> Option<String> {
+        let p = pipe.as_mut()?;
+        let deadline = Duration::from_millis(5_000 + text.len() as u64 / 10);
+        match p.translate(text, deadline) {
+            Ok(t) => Some(t),
+            Err(_) => {
+                *pipe = Pipeline::start(pair).ok();
+                None
+            }
+        }
+    };
+    for batch in batches {
+        let joined: Vec<&str> = batch.iter().map(|j| j.text.as_str()).collect();
+        let whole = ask(&mut pipe, &joined.join(&format!(" . {SEP} . ")));
+        let parts: Vec<String> = whole
+            .map(|w| {
+                w.split(SEP)
+                    .map(|p| p.trim().trim_matches('.').trim().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let parts = if parts.len() == batch.len() {
+            parts.into_iter().map(Some).collect()
+        } else {
+            batch
+                .iter()
+                .map(|j| ask(&mut pipe, &j.text))
+                .collect::<Vec<_>>()
+        };
+        for (j, t) in batch.iter().zip(parts) {
+            if let Some(t) = t.filter(|t| !t.trim().is_empty()) {
+                if let Some(f) = &j.file {
+                    write_memo(f, &t);
+                }
+                out.push((j.at, t));
+            }
+        }
+    }
+    out
+}
+
+/// A memo entry, when it is a plausible translation (a regular file, bounded, UTF-8).
+fn read_memo(file: &Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(file).ok()?;
+    if !meta.is_file() || meta.len() > MEMO_MAX {
+        return None;
+    }
+    std::fs::read_to_string(file).ok()
+}
+
+/// Store a memo entry (written beside, then renamed: a reader never sees half of one).
+fn write_memo(file: &Path, text: &str) {
+    let Some(dir) = file.parent() else { return };
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.unwrap_or_default(),
+        std::process::id()
+    ));
+    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, file).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pair_follows_the_spec_language() {
+        let t = |es, en| LangTally { es, en };
+        assert_eq!(pair_of(t(9, 1)), Some(("spa-eng", Lang::En)));
+        assert_eq!(pair_of(t(1, 9)), Some(("eng-spa", Lang::Es)));
+        assert_eq!(pair_of(t(5, 5)), None);
+        assert_eq!(pair_of(t(0, 0)), None);
+    }
+
+    #[test]
+    fn memo_entries_that_are_not_ours_are_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = dir.path().join("ok");
+        write_memo(&ok, "the appointment is booked");
+        assert_eq!(read_memo(&ok).as_deref(), Some("the appointment is booked"));
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'a'; MEMO_MAX as usize + 1]).unwrap();
+        assert_eq!(read_memo(&big), None);
+        let bin = dir.path().join("bin");
+        std::fs::write(&bin, [0xff, 0xfe, 0x00]).unwrap();
+        assert_eq!(read_memo(&bin), None);
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("/etc/hostname", &link).unwrap();
+        assert_eq!(read_memo(&link), None);
+    }
+}
