@@ -207,7 +207,11 @@ impl DocTranslator {
             return;
         }
         for pair in ["spa-eng", "eng-spa"] {
-            let Ok(rd) = std::fs::read_dir(memo.join(pair)) else {
+            let dir = memo.join(pair);
+            if !real_dirs(&dir) {
+                continue;
+            }
+            let Ok(rd) = std::fs::read_dir(&dir) else {
                 continue;
             };
             for e in rd.flatten() {
@@ -301,10 +305,19 @@ fn work(pair: &'static str, batches: Vec<Vec<Job>>) -> Vec<(usize, String)> {
     out
 }
 
+/// True when `dir` and its parent (the memo root) are directories, not links: the memo never
+/// reads, writes or removes anything a link would lead it to.
+fn real_dirs(dir: &Path) -> bool {
+    [Some(dir), dir.parent()].into_iter().all(|d| {
+        d.and_then(|d| std::fs::symlink_metadata(d).ok())
+            .is_some_and(|m| m.is_dir())
+    })
+}
+
 /// A memo entry, when it is a plausible translation (a regular file, bounded, UTF-8).
 fn read_memo(file: &Path) -> Option<String> {
     let meta = std::fs::symlink_metadata(file).ok()?;
-    if !meta.is_file() || meta.len() > MEMO_MAX {
+    if !meta.is_file() || meta.len() > MEMO_MAX || !real_dirs(file.parent()?) {
         return None;
     }
     std::fs::read_to_string(file).ok()
@@ -313,7 +326,7 @@ fn read_memo(file: &Path) -> Option<String> {
 /// Store a memo entry (written beside, then renamed: a reader never sees half of one).
 fn write_memo(file: &Path, text: &str) {
     let Some(dir) = file.parent() else { return };
-    if std::fs::create_dir_all(dir).is_err() {
+    if std::fs::create_dir_all(dir).is_err() || !real_dirs(dir) {
         return;
     }
     let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
@@ -355,5 +368,10 @@ mod tests {
         let link = dir.path().join("link");
         std::os::unix::fs::symlink("/etc/hostname", &link).unwrap();
         assert_eq!(read_memo(&link), None);
+        // A memo folder that is a link leads nowhere: nothing is written through it.
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), dir.path().join("eng-spa")).unwrap();
+        write_memo(&dir.path().join("eng-spa").join("x"), "texto");
+        assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
     }
 }
