@@ -112,6 +112,9 @@ fn source_text(rec: &NodeRecord) -> String {
 const SEP: &str = "KDDSPECSEPQX";
 /// A batch holds specs up to about this many characters (fewer calls: each costs ~10 ms).
 const BATCH_CHARS: usize = 6_000;
+/// An update with at most this many specs to translate asks the per-user service's warm
+/// pipeline first (the first query after a commit starts no Apertium of its own).
+const SERVICE_MAX: usize = 32;
 /// At most this many pipelines per pair translate at once.
 const WORKERS: usize = 4;
 /// A build translates at most this many specs that are not in the memo (~20 ms each on two
@@ -226,6 +229,7 @@ impl DocTranslator {
 /// Translate `jobs` of one pair: batches spread over a few workers, each with its own
 /// pipeline; memo entries written. Returns (index, translation) of those translated.
 fn run_pair(pair: &'static str, jobs: Vec<Job>) -> Vec<(usize, String)> {
+    let via_service = jobs.len() <= SERVICE_MAX;
     let mut batches: Vec<Vec<Job>> = Vec::new();
     let mut size = 0;
     for j in jobs {
@@ -250,7 +254,7 @@ fn run_pair(pair: &'static str, jobs: Vec<Job>) -> Vec<(usize, String)> {
     std::thread::scope(|scope| {
         let handles: Vec<_> = shares
             .into_iter()
-            .map(|share| scope.spawn(move || work(pair, share)))
+            .map(|share| scope.spawn(move || work(pair, share, via_service)))
             .collect();
         handles
             .into_iter()
@@ -259,25 +263,36 @@ fn run_pair(pair: &'static str, jobs: Vec<Job>) -> Vec<(usize, String)> {
     })
 }
 
-/// One worker: its batches through one pipeline (restarted after a failure); a batch whose
-/// answer does not split back into its specs is sent again one spec at a time.
-fn work(pair: &'static str, batches: Vec<Vec<Job>>) -> Vec<(usize, String)> {
-    let mut pipe = Pipeline::start(pair).ok();
+/// One worker: its batches through one pipeline (started on first need, restarted after a
+/// failure), or first through the per-user service's warm pipeline when `via_service` (a
+/// small update: no pipeline to start); a batch whose answer does not split back into its
+/// specs is sent again one spec at a time.
+fn work(pair: &'static str, batches: Vec<Vec<Job>>, via_service: bool) -> Vec<(usize, String)> {
+    let mut pipe: Option<Pipeline> = None;
+    let mut started = false;
     let mut out = Vec::new();
-    let ask = |pipe: &mut Option<Pipeline>, text: &str| -> Option<String> {
-        let p = pipe.as_mut()?;
+    let mut ask = |text: &str| -> Option<String> {
         let deadline = Duration::from_millis(5_000 + text.len() as u64 / 10);
-        match p.translate(text, deadline) {
+        if via_service {
+            if let Some(Ok(t)) = crate::embed::warm::translate_via_service(pair, text, deadline) {
+                return Some(t);
+            }
+        }
+        if !started {
+            pipe = Pipeline::start(pair).ok();
+            started = true;
+        }
+        match pipe.as_mut()?.translate(text, deadline) {
             Ok(t) => Some(t),
             Err(_) => {
-                *pipe = Pipeline::start(pair).ok();
+                pipe = Pipeline::start(pair).ok();
                 None
             }
         }
     };
     for batch in batches {
         let joined: Vec<&str> = batch.iter().map(|j| j.text.as_str()).collect();
-        let whole = ask(&mut pipe, &joined.join(&format!(" . {SEP} . ")));
+        let whole = ask(&joined.join(&format!(" . {SEP} . ")));
         let parts: Vec<String> = whole
             .map(|w| {
                 w.split(SEP)
@@ -288,10 +303,7 @@ fn work(pair: &'static str, batches: Vec<Vec<Job>>) -> Vec<(usize, String)> {
         let parts = if parts.len() == batch.len() {
             parts.into_iter().map(Some).collect()
         } else {
-            batch
-                .iter()
-                .map(|j| ask(&mut pipe, &j.text))
-                .collect::<Vec<_>>()
+            batch.iter().map(|j| ask(&j.text)).collect::<Vec<_>>()
         };
         for (j, t) in batch.iter().zip(parts) {
             if let Some(t) = t.filter(|t| !t.trim().is_empty()) {
