@@ -9,9 +9,8 @@
 //!   [`SHARE`] of its markers are Spanish, English likewise; a mixed or wordless spec is not
 //!   translated.
 //! - **How:** warm Apertium pipelines ([`crate::embed::translator::Pipeline`]), up to
-//!   [`WORKERS`] per pair in parallel, each fed batches of specs (headings and text, at most
-//!   [`MAX_CHARS`] each) joined by a separator word Apertium passes through, under a deadline;
-//!   a batch that does not split back into its specs is sent again one spec at a time.
+//!   [`WORKERS`] per pair in parallel, each spec (headings and text, at most [`MAX_CHARS`]) on
+//!   its own under a deadline; a spec comes out the same whatever was translated before it.
 //! - **Memo:** `<cache root>/translations/<pair>/<blake3 of the text>`, outside generations, so
 //!   a rebuilt generation (damage, a new cache version) does not translate again; a full build
 //!   removes the entries it did not use.
@@ -108,13 +107,6 @@ fn source_text(rec: &NodeRecord) -> String {
     }
 }
 
-/// Marks the end of one spec in a batch sent to Apertium (an unknown word it passes through).
-const SEP: &str = "KDDSPECSEPQX";
-/// A batch holds specs up to about this many characters (fewer calls: each costs ~10 ms).
-const BATCH_CHARS: usize = 6_000;
-/// An update with at most this many specs to translate asks the per-user service's warm
-/// pipeline first (the first query after a commit starts no Apertium of its own).
-const SERVICE_MAX: usize = 32;
 /// At most this many pipelines per pair translate at once.
 const WORKERS: usize = 4;
 /// A build translates at most this many specs that are not in the memo (~20 ms each on two
@@ -150,7 +142,7 @@ impl DocTranslator {
     }
 
     /// Set `translation` on every record that has one to make: from the memo, else from
-    /// Apertium (batches of specs, a few pipelines per pair in parallel). Over [`MAX_FRESH`]
+    /// Apertium (a few pipelines per pair in parallel). Over [`MAX_FRESH`]
     /// specs to translate, only the memo's are set, and the notice says why.
     pub fn translate_all(&mut self, recs: &mut [&mut NodeRecord]) -> Option<String> {
         if !self.enabled || recs.is_empty() {
@@ -226,35 +218,24 @@ impl DocTranslator {
     }
 }
 
-/// Translate `jobs` of one pair: batches spread over a few workers, each with its own
-/// pipeline; memo entries written. Returns (index, translation) of those translated.
+/// Translate `jobs` of one pair, spread over a few workers, each with its own pipeline; memo
+/// entries written. Returns (index, translation) of those translated. Each spec goes alone:
+/// Apertium's tagger reads across a batch's joins, so a spec translated next to others can come
+/// out otherwise than alone, and a cache would then rank by the history of its builds.
 fn run_pair(pair: &'static str, jobs: Vec<Job>) -> Vec<(usize, String)> {
-    let via_service = jobs.len() <= SERVICE_MAX;
-    let mut batches: Vec<Vec<Job>> = Vec::new();
-    let mut size = 0;
-    for j in jobs {
-        if batches.is_empty() || size + j.text.len() > BATCH_CHARS {
-            batches.push(Vec::new());
-            size = 0;
-        }
-        size += j.text.len();
-        if let Some(b) = batches.last_mut() {
-            b.push(j);
-        }
-    }
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .clamp(1, WORKERS)
-        .min(batches.len());
-    let mut shares: Vec<Vec<Vec<Job>>> = (0..workers).map(|_| Vec::new()).collect();
-    for (i, b) in batches.into_iter().enumerate() {
-        shares[i % workers.max(1)].push(b);
+        .min(jobs.len());
+    let mut shares: Vec<Vec<Job>> = (0..workers).map(|_| Vec::new()).collect();
+    for (i, j) in jobs.into_iter().enumerate() {
+        shares[i % workers.max(1)].push(j);
     }
     std::thread::scope(|scope| {
         let handles: Vec<_> = shares
             .into_iter()
-            .map(|share| scope.spawn(move || work(pair, share, via_service)))
+            .map(|share| scope.spawn(move || work(pair, share)))
             .collect();
         handles
             .into_iter()
@@ -263,21 +244,16 @@ fn run_pair(pair: &'static str, jobs: Vec<Job>) -> Vec<(usize, String)> {
     })
 }
 
-/// One worker: its batches through one pipeline (started on first need, restarted after a
-/// failure), or first through the per-user service's warm pipeline when `via_service` (a
-/// small update: no pipeline to start); a batch whose answer does not split back into its
-/// specs is sent again one spec at a time.
-fn work(pair: &'static str, batches: Vec<Vec<Job>>, via_service: bool) -> Vec<(usize, String)> {
+/// One worker: its specs through one pipeline of its own (started on first need, restarted
+/// after a failure). Never the per-user service's: its long-running pipeline rendered 3 of the
+/// check corpus's 29 specs otherwise than fresh pipelines did (cause not found; fresh
+/// pipelines agree whatever the order or the number of workers), and the index must not
+/// depend on which process translated.
+fn work(pair: &'static str, jobs: Vec<Job>) -> Vec<(usize, String)> {
     let mut pipe: Option<Pipeline> = None;
     let mut started = false;
-    let mut out = Vec::new();
     let mut ask = |text: &str| -> Option<String> {
         let deadline = Duration::from_millis(5_000 + text.len() as u64 / 10);
-        if via_service {
-            if let Some(Ok(t)) = crate::embed::warm::translate_via_service(pair, text, deadline) {
-                return Some(t);
-            }
-        }
         if !started {
             pipe = Pipeline::start(pair).ok();
             started = true;
@@ -290,28 +266,13 @@ fn work(pair: &'static str, batches: Vec<Vec<Job>>, via_service: bool) -> Vec<(u
             }
         }
     };
-    for batch in batches {
-        let joined: Vec<&str> = batch.iter().map(|j| j.text.as_str()).collect();
-        let whole = ask(&joined.join(&format!(" . {SEP} . ")));
-        let parts: Vec<String> = whole
-            .map(|w| {
-                w.split(SEP)
-                    .map(|p| p.trim().trim_matches('.').trim().to_string())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let parts = if parts.len() == batch.len() {
-            parts.into_iter().map(Some).collect()
-        } else {
-            batch.iter().map(|j| ask(&j.text)).collect::<Vec<_>>()
-        };
-        for (j, t) in batch.iter().zip(parts) {
-            if let Some(t) = t.filter(|t| !t.trim().is_empty()) {
-                if let Some(f) = &j.file {
-                    write_memo(f, &t);
-                }
-                out.push((j.at, t));
+    let mut out = Vec::new();
+    for j in jobs {
+        if let Some(t) = ask(&j.text).filter(|t| !t.trim().is_empty()) {
+            if let Some(f) = &j.file {
+                write_memo(f, &t);
             }
+            out.push((j.at, t));
         }
     }
     out
