@@ -109,8 +109,8 @@ fn source_text(rec: &NodeRecord) -> String {
 
 /// At most this many pipelines per pair translate at once.
 const WORKERS: usize = 4;
-/// A build translates at most this many specs that are not in the memo (~20 ms each on two
-/// cores: 2,000 specs ≈ 40 s, once); over it, none, with a notice, unless
+/// A build translates at most this many specs that are not in the memo (~23 ms each on two
+/// cores: 2,000 specs ≈ 46 s, once); over it, none, with a notice, unless
 /// `KDD_DOC_TRANSLATE=all`.
 pub const MAX_FRESH: usize = 2_000;
 
@@ -178,7 +178,7 @@ impl DocTranslator {
                 "{fresh} specs were not translated for cross-language search (over {MAX_FRESH} \
                  in one build, about {} s); set {ENV_DOC_TRANSLATE}=all once to translate them \
                  (kept in the cache), or {ENV_DOC_TRANSLATE}=0 to silence this",
-                fresh / 50
+                fresh / 40
             ));
         }
         for (pair, jobs) in todo {
@@ -219,9 +219,9 @@ impl DocTranslator {
 }
 
 /// Translate `jobs` of one pair, spread over a few workers, each with its own pipeline; memo
-/// entries written. Returns (index, translation) of those translated. Each spec goes alone:
-/// Apertium's tagger reads across a batch's joins, so a spec translated next to others can come
-/// out otherwise than alone, and a cache would then rank by the history of its builds.
+/// entries written. Returns (index, translation) of those translated. Each spec goes alone, so
+/// its rendering cannot depend on the specs next to it in a batch (a full build and an update
+/// would otherwise be free to disagree); that costs ~10 ms a spec more than 6 KB batches.
 fn run_pair(pair: &'static str, jobs: Vec<Job>) -> Vec<(usize, String)> {
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
