@@ -117,7 +117,7 @@ pub(super) fn gen_ok(gen: &Path) -> Result<(Store, TextIndex, Option<String>), E
     let rtxn = store.rtxn()?;
     let v: Option<u32> = store.get_meta(&rtxn, "version")?;
     if v != Some(CACHE_VERSION) {
-        return Err(Error::Corrupt(format!(
+        return Err(Error::Outdated(format!(
             "cache version {v:?}, expected {CACHE_VERSION}"
         )));
     }
@@ -153,6 +153,8 @@ pub(super) fn update_current(
     };
     let (store, text, have) = match gen_ok(&gen) {
         Ok(x) => x,
+        // Another version's cache: built anew, without a word about damage.
+        Err(Error::Outdated(_)) => return Ok(None),
         Err(e) => {
             let why = match e {
                 Error::Corrupt(why) => why,

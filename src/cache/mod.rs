@@ -73,6 +73,9 @@ pub enum Error {
     /// The cache is damaged; it is rebuilt automatically when met during open.
     #[error("query cache is damaged: {0} (it will be rebuilt; delete the cache directory if this persists)")]
     Corrupt(String),
+    /// The cache was built by another version of kdd: rebuilt, nothing is wrong.
+    #[error("query cache was built by another version of kdd ({0}); it will be rebuilt")]
+    Outdated(String),
 }
 
 impl Error {
