@@ -48,6 +48,18 @@ pub mod env {
     pub const DOC_TRANSLATE: &str = "KDD_DOC_TRANSLATE";
 }
 
+/// True when the environment variable `name` switches something off (`off`, `0`, `false` or
+/// `no`, any case); unset or anything else leaves it on.
+pub fn env_off(name: &str) -> bool {
+    matches!(
+        std::env::var(name)
+            .unwrap_or_default()
+            .to_ascii_lowercase()
+            .as_str(),
+        "off" | "0" | "false" | "no"
+    )
+}
+
 /// Errors locating the repository.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

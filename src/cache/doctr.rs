@@ -45,30 +45,21 @@ pub const ENV_DOC_TRANSLATE: &str = crate::config::env::DOC_TRANSLATE;
 /// The Apertium pair that translates a spec of this tally into the other language, and that
 /// language.
 pub fn pair_of(t: LangTally) -> Option<(&'static str, Lang)> {
-    let total = (t.es + t.en) as f32;
-    if total < 1.0 {
-        None
-    } else if t.es as f32 / total >= SHARE {
-        Some(("spa-eng", Lang::En))
-    } else if t.en as f32 / total >= SHARE {
-        Some(("eng-spa", Lang::Es))
-    } else {
-        None
-    }
+    Some(match t.clearly(SHARE)? {
+        Lang::Es => ("spa-eng", Lang::En),
+        Lang::En => ("eng-spa", Lang::Es),
+    })
 }
 
 /// True unless `KDD_TRANSLATE` is off or `KDD_DOC_TRANSLATE` is `0`.
 pub fn enabled() -> bool {
-    let off = |name: &str| {
-        matches!(
-            std::env::var(name)
-                .unwrap_or_default()
-                .to_ascii_lowercase()
-                .as_str(),
-            "off" | "0" | "false" | "no"
-        )
-    };
-    !off(crate::config::env::TRANSLATE) && !off(ENV_DOC_TRANSLATE)
+    !crate::config::env_off(crate::config::env::TRANSLATE)
+        && !crate::config::env_off(ENV_DOC_TRANSLATE)
+}
+
+/// True when `KDD_DOC_TRANSLATE=all` lifts a build's limits.
+fn all_asked() -> bool {
+    std::env::var(ENV_DOC_TRANSLATE).is_ok_and(|v| v.eq_ignore_ascii_case("all"))
 }
 
 /// What this process can translate, as the cache records it: the installed pairs, or `off`.
@@ -83,8 +74,7 @@ pub fn state() -> String {
         .into_iter()
         .filter(|p| crate::embed::translator::mode_file(p).is_ok())
         .collect();
-    let all = std::env::var(ENV_DOC_TRANSLATE).is_ok_and(|v| v.eq_ignore_ascii_case("all"));
-    match (pairs.is_empty(), all) {
+    match (pairs.is_empty(), all_asked()) {
         (true, _) => "none".into(),
         (false, false) => pairs.join(","),
         (false, true) => format!("{}+all", pairs.join(",")),
@@ -154,7 +144,7 @@ impl DocTranslator {
             return None;
         }
         let start = Instant::now();
-        let mut todo: HashMap<&'static str, Vec<Job>> = HashMap::new();
+        let mut todo: HashMap<(&'static str, Lang), Vec<Job>> = HashMap::new();
         for (at, rec) in recs.iter_mut().enumerate() {
             let Some((pair, into)) = pair_of(rec.lang) else {
                 continue;
@@ -172,11 +162,14 @@ impl DocTranslator {
             }
             match file.as_deref().and_then(read_memo) {
                 Some(t) => rec.translation = Some((into, t)),
-                None => todo.entry(pair).or_default().push(Job { at, file, text }),
+                None => todo
+                    .entry((pair, into))
+                    .or_default()
+                    .push(Job { at, file, text }),
             }
         }
         let fresh: usize = todo.values().map(Vec::len).sum();
-        let all = std::env::var(ENV_DOC_TRANSLATE).is_ok_and(|v| v.eq_ignore_ascii_case("all"));
+        let all = all_asked();
         if fresh > MAX_FRESH && !all {
             self.spent += start.elapsed();
             return Some(format!(
@@ -187,21 +180,16 @@ impl DocTranslator {
             ));
         }
         // `all` asked for every spec, however long it takes (each still under its deadline).
-        let until = start + if all { BUDGET * 1_000 } else { BUDGET };
+        let until = (!all).then(|| start + BUDGET);
         let mut done = 0;
-        for (pair, jobs) in todo {
-            let into = if pair == "spa-eng" {
-                Lang::En
-            } else {
-                Lang::Es
-            };
+        for ((pair, into), jobs) in todo {
             for (at, t) in run_pair(pair, jobs, until) {
                 recs[at].translation = Some((into, t));
                 done += 1;
             }
         }
         self.spent += start.elapsed();
-        (Instant::now() >= until && done < fresh).then(|| {
+        (past(until) && done < fresh).then(|| {
             format!(
                 "{} specs were not translated for cross-language search: translation stopped \
                  after {} s (Apertium slow or failing); they are translated when they change",
@@ -238,7 +226,7 @@ impl DocTranslator {
 /// entries written. Returns (index, translation) of those translated. Each spec goes alone, so
 /// its rendering cannot depend on the specs next to it in a batch (a full build and an update
 /// would otherwise be free to disagree); that costs ~10 ms a spec more than 6 KB batches.
-fn run_pair(pair: &'static str, jobs: Vec<Job>, until: Instant) -> Vec<(usize, String)> {
+fn run_pair(pair: &'static str, jobs: Vec<Job>, until: Option<Instant>) -> Vec<(usize, String)> {
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -265,7 +253,7 @@ fn run_pair(pair: &'static str, jobs: Vec<Job>, until: Instant) -> Vec<(usize, S
 /// check corpus's 29 specs otherwise than fresh pipelines did (cause not found; fresh
 /// pipelines agree whatever the order or the number of workers), and the index must not
 /// depend on which process translated.
-fn work(pair: &'static str, jobs: Vec<Job>, until: Instant) -> Vec<(usize, String)> {
+fn work(pair: &'static str, jobs: Vec<Job>, until: Option<Instant>) -> Vec<(usize, String)> {
     let mut pipe: Option<Pipeline> = None;
     let mut started = false;
     let mut ask = |text: &str| -> Option<String> {
@@ -284,7 +272,7 @@ fn work(pair: &'static str, jobs: Vec<Job>, until: Instant) -> Vec<(usize, Strin
     };
     let mut out = Vec::new();
     for j in jobs {
-        if Instant::now() >= until {
+        if past(until) {
             break;
         }
         if let Some(t) = ask(&j.text).filter(|t| !t.trim().is_empty()) {
@@ -295,6 +283,11 @@ fn work(pair: &'static str, jobs: Vec<Job>, until: Instant) -> Vec<(usize, Strin
         }
     }
     out
+}
+
+/// True once the build's translation time is over (never without a limit).
+fn past(until: Option<Instant>) -> bool {
+    until.is_some_and(|u| Instant::now() >= u)
 }
 
 /// True when `dir` and its parent (the memo root) are directories, not links: the memo never

@@ -80,6 +80,20 @@ impl LangTally {
         self.es += o.es;
         self.en += o.en;
     }
+
+    /// The language at least `share` of the function words are in, if one is.
+    pub fn clearly(self, share: f32) -> Option<Lang> {
+        let total = (self.es + self.en) as f32;
+        if total < 1.0 {
+            None
+        } else if self.es as f32 / total >= share {
+            Some(Lang::Es)
+        } else if self.en as f32 / total >= share {
+            Some(Lang::En)
+        } else {
+            None
+        }
+    }
 }
 
 #[cfg(test)]

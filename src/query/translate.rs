@@ -68,16 +68,7 @@ pub fn query_lang(t: LangTally) -> Option<Lang> {
 
 /// The language a corpus is written in, when at least [`CORPUS_SHARE`] of it is.
 pub fn corpus_lang(t: LangTally) -> Option<Lang> {
-    let total = (t.es + t.en) as f32;
-    if total < 1.0 {
-        None
-    } else if t.es as f32 / total >= CORPUS_SHARE {
-        Some(Lang::Es)
-    } else if t.en as f32 / total >= CORPUS_SHARE {
-        Some(Lang::En)
-    } else {
-        None
-    }
+    t.clearly(CORPUS_SHARE)
 }
 
 /// Which translation a query needs over a corpus: `(from, to)`, or none.
@@ -120,13 +111,7 @@ pub enum Error {
 
 /// True unless `KDD_TRANSLATE` is `off`/`0`/`false`/`no`.
 pub fn enabled() -> bool {
-    !matches!(
-        std::env::var(ENV_TRANSLATE)
-            .unwrap_or_default()
-            .to_ascii_lowercase()
-            .as_str(),
-        "off" | "0" | "false" | "no"
-    )
+    !crate::config::env_off(ENV_TRANSLATE)
 }
 
 /// The program `KDD_TRANSLATOR` names, when set.
@@ -214,13 +199,7 @@ fn resident() -> &'static Translators {
 
 /// True unless `KDD_TRANSLATE_WARM` is `off`/`0`/`false`/`no`.
 fn warm_enabled() -> bool {
-    !matches!(
-        std::env::var(ENV_TRANSLATE_WARM)
-            .unwrap_or_default()
-            .to_ascii_lowercase()
-            .as_str(),
-        "off" | "0" | "false" | "no"
-    )
+    !crate::config::env_off(ENV_TRANSLATE_WARM)
 }
 
 /// The full translation from a warm pipeline (this process's when resident, else the warm

@@ -179,6 +179,12 @@ fn assert_has(files: &[String], spec: &str) {
 }
 
 /// A context answer's files hold `spec` and nothing from the domain folder `other`.
+/// Both business domains' specs are in the answer.
+fn assert_both_domains(files: &[String]) {
+    assert!(files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
+    assert!(files.iter().any(|f| f.contains("/dining/")), "{files:?}");
+}
+
 fn assert_in_domain(files: &[String], spec: &str, other: &str) {
     assert_has(files, spec);
     let other = format!("/{other}/");
@@ -217,9 +223,7 @@ fn context_focused_on_one_domain_keeps_the_other_domain_out() {
             "dining:BR-001",
         ],
     );
-    let files = context_files(&v);
-    assert!(files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
-    assert!(files.iter().any(|f| f.contains("/dining/")), "{files:?}");
+    assert_both_domains(&context_files(&v));
 }
 
 #[test]
@@ -296,9 +300,7 @@ fn a_code_path_named_like_no_spec_resolves_by_its_words_inside_its_domain() {
         dir.path(),
         &["context", "--hint", "src/customers/cancel.py"],
     );
-    let files = context_files(&v);
-    assert!(files.iter().any(|f| f.contains("/clinic/")), "{files:?}");
-    assert!(files.iter().any(|f| f.contains("/dining/")), "{files:?}");
+    assert_both_domains(&context_files(&v));
 }
 
 #[test]
