@@ -11,6 +11,9 @@ Sets:
          corpus fixtures/check-multi/specs (English, two domains + _shared, questions in
          English and Spanish, written before any ranking was looked at). The scorer reads its
          case files from its own folder, so it is copied into a temporary folder next to them.
+  check2 the second check set: tools/eval/check-two/ over fixtures/check-two/specs (English,
+         a library and a coworking space + _shared, 40 questions in English and Spanish),
+         corpus and questions written by a helper that never ran kdd nor saw a ranking.
 
 Commands:
   run    score one setting:   cv.py run --kdd target/release/kdd --set dev [-e KDD_RANK_X=1 ...]
@@ -37,8 +40,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-CHECK_CASES = HERE / "check-multi"
-CHECK_CORPUS = ROOT / "fixtures" / "check-multi" / "specs"
+# This repository's own check sets: set name -> (question folder, corpus).
+CHECK_SETS = {
+    "check": (HERE / "check-multi", ROOT / "fixtures" / "check-multi" / "specs"),
+    "check2": (HERE / "check-two", ROOT / "fixtures" / "check-two" / "specs"),
+}
 METRICS = ["nDCG@10", "Hit@5", "P@5", "MRR"]
 
 
@@ -53,8 +59,9 @@ def score_py(args):
 
 
 def queries_of(args):
-    if args.set == "check":
-        return json.loads((CHECK_CASES / "dev_queries.json").read_text(encoding="utf-8"))
+    if args.set in CHECK_SETS:
+        cases = CHECK_SETS[args.set][0]
+        return json.loads((cases / "dev_queries.json").read_text(encoding="utf-8"))
     return json.loads((score_py(args).parent / "dev_queries.json").read_text(encoding="utf-8"))
 
 
@@ -65,13 +72,14 @@ def run_one(args, env_over, json_out):
     scorer = score_py(args)
     cmd_extra = []
     tmp = None
-    if args.set == "check":
+    if args.set in CHECK_SETS:
+        cases, corpus = CHECK_SETS[args.set]
         tmp = tempfile.mkdtemp(prefix="kdd-check-")
         shutil.copy(scorer, tmp)
-        for f in CHECK_CASES.glob("dev_*.json"):
+        for f in cases.glob("dev_*.json"):
             shutil.copy(f, tmp)
         scorer = Path(tmp) / scorer.name
-        cmd_extra = ["--corpus", str(CHECK_CORPUS)]
+        cmd_extra = ["--corpus", str(corpus)]
     try:
         cmd = [sys.executable, str(scorer), "--kdd", str(Path(args.kdd).resolve()),
                "--json-out", str(json_out)] + cmd_extra
@@ -179,7 +187,7 @@ def main():
     ap.add_argument("command", choices=["run", "sweep"])
     ap.add_argument("--kdd", required=True)
     ap.add_argument("--score", help="path of score.py (default: ../shared/eval/score.py from the main checkout)")
-    ap.add_argument("--set", choices=["dev", "check"], default="dev")
+    ap.add_argument("--set", choices=["dev", *CHECK_SETS], default="dev")
     ap.add_argument("--out", default=str(ROOT / "target" / "eval"))
     ap.add_argument("-e", "--env", action="append", default=[], help="NAME=VALUE for `run`")
     ap.add_argument("-g", "--grid", action="append", default=[], help="NAME=v1,v2 for `sweep`")
