@@ -12,9 +12,13 @@
 //! - `used` names every expansion applied, in order (`translation`, `machine_translation`,
 //!   `keywords`, `hypothetical_answer`), and the answer reports it as `expanded_with`.
 //!
-//! - The semantic signal embeds `sem_texts`: the searched text as one (default), or with the
-//!   knob `KDD_RANK_XSEM=1` the question and its translation apart, a node keeping its best
-//!   cosine (one more embedding; measured on dev: 0.742 → 0.733, not kept as the default).
+//! - The semantic signal embeds `sem_texts`: the searched text as one, except that a machine
+//!   translation is not embedded (the multilingual model reads the question as asked, and
+//!   Apertium's word-by-word English or Spanish only blurs it: dev 0.793 → 0.795, check 0.796
+//!   → 0.802, the blind check-two 0.767 → 0.774; an agent's fluent translation is embedded
+//!   with the question as before). With the knob `KDD_RANK_XSEM=1` the question and its
+//!   translation are embedded apart, a node keeping its best cosine (one more embedding;
+//!   measured on dev: 0.742 → 0.733, not kept as the default).
 //!
 //! Invariants: the expansion texts are bounded ([`MAX_TEXT`], [`MAX_KEYWORDS`]; longer input is
 //! an `INVALID_EXPANSION` error, never silently cut); nothing is searched that the caller did
@@ -120,11 +124,21 @@ pub fn searched(
         extra.push(' ');
         extra.push_str(h);
     }
-    out.sem_texts = match &out.translation {
-        Some(t) if k.xsem == 1 => vec![format!("{query}{extra}"), format!("{t}{extra}")],
-        _ => vec![out.text.clone()],
-    };
+    let machine = out.used.first().is_some_and(|u| u == "machine_translation");
+    out.sem_texts = embedded(&out, query, &extra, machine, k.xsem == 1);
     Ok(out)
+}
+
+/// The texts embedded for the semantic signal (see the module docs): `extra` is the agent's
+/// keywords and answer, `machine` says the translation is machine-made, `apart` is the knob.
+fn embedded(s: &Searched, query: &str, extra: &str, machine: bool, apart: bool) -> Vec<String> {
+    match &s.translation {
+        Some(t) if apart => vec![format!("{query}{extra}"), format!("{t}{extra}")],
+        // The multilingual model reads the question as asked; a word-by-word machine
+        // translation only blurs its embedding and serves BM25 alone.
+        Some(_) if machine => vec![format!("{query}{extra}")],
+        _ => vec![s.text.clone()],
+    }
 }
 
 /// True when this cache can rank by meaning at all (L2 and a loaded model).
@@ -175,4 +189,44 @@ fn machine_translation(
             None
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn searched_with(translation: Option<&str>) -> Searched {
+        let text = match translation {
+            Some(t) => format!("¿quién paga? {t} fee"),
+            None => "¿quién paga? fee".to_string(),
+        };
+        Searched {
+            text,
+            w_sem: 0.5,
+            translation: translation.map(str::to_string),
+            used: Vec::new(),
+            sem_texts: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_machine_translation_is_searched_lexically_but_not_embedded() {
+        let q = "¿quién paga?";
+        let s = searched_with(Some("who pays?"));
+        // Machine-made: the model reads the question as asked, with the agent's extras.
+        assert_eq!(
+            embedded(&s, q, " fee", true, false),
+            vec!["¿quién paga? fee"]
+        );
+        // The agent's own (fluent) translation is embedded with the question.
+        assert_eq!(embedded(&s, q, " fee", false, false), vec![s.text.clone()]);
+        // The knob embeds both apart, whoever translated.
+        assert_eq!(
+            embedded(&s, q, " fee", true, true),
+            vec!["¿quién paga? fee", "who pays? fee"]
+        );
+        // No translation: the searched text as one.
+        let s = searched_with(None);
+        assert_eq!(embedded(&s, q, " fee", false, false), vec![s.text.clone()]);
+    }
 }
