@@ -27,7 +27,8 @@
 //!    Expansion adds context below the direct hits and gives a small bonus to direct hits that
 //!    are also reached from a better hit; it never reorders the top blindly.
 //! 6. Domain isolation (see [`super::isolate`]): a question that names one business domain of a
-//!    multi-domain corpus keeps the other domains' specs below that domain's and the shared ones,
+//!    multi-domain corpus (in its own words or its translation's) keeps the other domains' specs
+//!    below that domain's and the shared ones,
 //!    unless a typed link brings them in (`reached_via` names it).
 //!
 //! `--no-expand` turns off steps 4 and 5.
@@ -371,7 +372,15 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     };
 
     let focus = (super::knobs::knobs().isolate == 1)
-        .then(|| super::isolate::focus(&snap, &req.query))
+        .then(|| {
+            // A domain is named in the question's words or in its translation (domain ids
+            // are words of the corpus language: "la clínica" names `clinic`).
+            let named = match &searched.translation {
+                Some(t) => format!("{} {t}", req.query),
+                None => req.query.clone(),
+            };
+            super::isolate::focus(&snap, &named)
+        })
         .flatten();
     let found = Assembly {
         cands: &cands,

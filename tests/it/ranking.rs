@@ -555,3 +555,58 @@ fn a_spanish_question_meets_an_english_spec_through_its_translation() {
         "{found:?}"
     );
 }
+
+/// Domain isolation reads the question's translation too: a Spanish question that names the
+/// clinic only as "la clínica" is focused on `clinic` once its translation says "clinic", so
+/// the restaurant's look-alike cancellation specs drop below the clinic's. A translator that
+/// echoes the question names no domain, and the same question starts with a dining spec.
+#[test]
+fn a_domain_named_in_the_translation_focuses_the_question() {
+    let dir = crate::util::git_repo();
+    crate::util::copy_dir(
+        &crate::util::fixture("check-multi/specs"),
+        &dir.path().join("specs"),
+    );
+    let tools = tempfile::tempdir().unwrap();
+    let script = |name: &str, body: &str| {
+        let p = tools.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        p.to_string_lossy().to_string()
+    };
+    let echo = script("echo-translator", "#!/bin/sh\ncat\n");
+    let names = script(
+        "names-translator",
+        "#!/bin/sh\nsed -e 's/clínica/clinic/g'\n",
+    );
+    let question = "¿Cuánto cuesta cancelar la reserva tarde en la clínica?";
+    let ask = |translator: &str| {
+        let env = [
+            ("KDD_NO_EMBED", "1"),
+            ("KDD_TRANSLATE", "on"),
+            ("KDD_TRANSLATOR", translator),
+            ("KDD_DOC_TRANSLATE", "0"),
+        ];
+        let o = crate::util::kdd_env(dir.path(), &["index"], &env);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = crate::util::kdd_env(dir.path(), &["query", question, "--json"], &env);
+        assert!(o.status.success(), "{}", text(&o));
+        ids(
+            &serde_json::from_slice::<Value>(&o.stdout).unwrap(),
+            "results",
+            "node_id",
+        )
+    };
+    let unfocused = ask(&echo);
+    assert!(unfocused[0].starts_with("dining:"), "{unfocused:?}");
+    // Focused: every dining spec (if any is left in the answer) comes after the clinic's and
+    // the shared ones.
+    let focused = ask(&names);
+    let first_dining = focused.iter().position(|id| id.starts_with("dining:"));
+    let last_other = focused.iter().rposition(|id| !id.starts_with("dining:"));
+    assert!(focused[0].starts_with("clinic:"), "{focused:?}");
+    assert!(
+        first_dining.is_none_or(|d| Some(d) > last_other),
+        "{focused:?}"
+    );
+}
