@@ -202,7 +202,7 @@ pub(super) enum NearError {
 const EXACT_UP_TO: u64 = 4096;
 
 /// Tree nodes inspected per wanted item and tree, past [`EXACT_UP_TO`] (see [`nearest`]).
-const SEARCH_K_FACTOR: usize = 4;
+const SEARCH_K_FACTOR: usize = 2;
 
 /// One candidate chunk: (arroy cosine distance, item).
 type Hit = (f32, u32);
@@ -264,7 +264,8 @@ pub(super) fn nearest(
             // answers like a fresh build). Measured at 10k specs with the real model (about 20k
             // 2-bit vectors, 25 questions, top 20 against an exhaustive search): 8 × the
             // default recalls 0.996 at a CLI p50 of 41 ms, 4 × 0.992 at 33 ms, 2 × 0.992 at
-            // 28 ms; 4 × is kept.
+            // 28 ms; 2 × is kept (bench `query`, in-process hybrid p95 at 10k specs: 9.7–10.1 ms
+            // at 4 ×, 9.0 ms at 2 ×). Indexes up to EXACT_UP_TO are searched exactly either way.
             let want = limit + tombs;
             let trees = reader.n_trees().max(1);
             let mut k = want * trees * SEARCH_K_FACTOR;
