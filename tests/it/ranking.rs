@@ -17,11 +17,7 @@ fn check_repo() -> tempfile::TempDir {
 /// The check corpus indexed at L2 with the deterministic test embedder (the real model's
 /// figures are in cv.py's reports), and the environment that selects that embedder.
 fn check_repo_l2() -> (tempfile::TempDir, [(&'static str, &'static str); 1]) {
-    let dir = crate::util::git_repo();
-    crate::util::copy_dir(
-        &crate::util::fixture("check-multi/specs"),
-        &dir.path().join("specs"),
-    );
+    let dir = check_multi_repo();
     let l2 = [("KDD_TEST_EMBEDDER", "1")];
     let o = crate::util::kdd_env(dir.path(), &["index"], &l2);
     assert!(o.status.success(), "{}", text(&o));
@@ -508,30 +504,13 @@ fn single_strategy_search_is_not_touched_by_the_identifier_rule() {
 #[test]
 #[cfg_attr(not(kdd_apertium), ignore = "Apertium with eng-spa is not installed")]
 fn a_spanish_question_meets_an_english_spec_through_its_translation() {
-    let dir = crate::util::git_repo();
-    crate::util::copy_dir(
-        &crate::util::fixture("check-multi/specs"),
-        &dir.path().join("specs"),
-    );
+    let dir = check_multi_repo();
     let tools = tempfile::tempdir().unwrap();
-    let echo = tools.path().join("echo-translator");
-    std::fs::write(&echo, "#!/bin/sh\ncat\n").unwrap();
-    std::fs::set_permissions(&echo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let echo = echo.to_string_lossy().to_string();
+    let echo = translator(tools.path(), "echo-translator", "cat");
     let question = "¿Se puede elegir una mesa en la terraza?";
     let ask = |doc_tr: &str| {
-        let env = [
-            ("KDD_NO_EMBED", "1"),
-            ("KDD_TRANSLATE", "on"),
-            ("KDD_TRANSLATOR", echo.as_str()),
-            ("KDD_DOC_TRANSLATE", doc_tr),
-        ];
-        let o = crate::util::kdd_env(dir.path(), &["index"], &env);
-        assert!(o.status.success(), "{}", text(&o));
         let args = ["search", "--lexical", question, "--limit", "3", "--json"];
-        let o = crate::util::kdd_env(dir.path(), &args, &env);
-        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
-        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+        translated_l1(dir.path(), &echo, doc_tr, &args)
     };
     let v = ask("1");
     let found = ids(&v, "results", "node_id");
@@ -562,40 +541,14 @@ fn a_spanish_question_meets_an_english_spec_through_its_translation() {
 /// echoes the question names no domain, and the same question starts with a dining spec.
 #[test]
 fn a_domain_named_in_the_translation_focuses_the_question() {
-    let dir = crate::util::git_repo();
-    crate::util::copy_dir(
-        &crate::util::fixture("check-multi/specs"),
-        &dir.path().join("specs"),
-    );
+    let dir = check_multi_repo();
     let tools = tempfile::tempdir().unwrap();
-    let script = |name: &str, body: &str| {
-        let p = tools.path().join(name);
-        std::fs::write(&p, body).unwrap();
-        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        p.to_string_lossy().to_string()
-    };
-    let echo = script("echo-translator", "#!/bin/sh\ncat\n");
-    let names = script(
-        "names-translator",
-        "#!/bin/sh\nsed -e 's/clínica/clinic/g'\n",
-    );
+    let echo = translator(tools.path(), "echo-translator", "cat");
+    let names = translator(tools.path(), "names", "sed -e 's/clínica/clinic/g'");
     let question = "¿Cuánto cuesta cancelar la reserva tarde en la clínica?";
     let ask = |translator: &str| {
-        let env = [
-            ("KDD_NO_EMBED", "1"),
-            ("KDD_TRANSLATE", "on"),
-            ("KDD_TRANSLATOR", translator),
-            ("KDD_DOC_TRANSLATE", "0"),
-        ];
-        let o = crate::util::kdd_env(dir.path(), &["index"], &env);
-        assert!(o.status.success(), "{}", text(&o));
-        let o = crate::util::kdd_env(dir.path(), &["query", question, "--json"], &env);
-        assert!(o.status.success(), "{}", text(&o));
-        ids(
-            &serde_json::from_slice::<Value>(&o.stdout).unwrap(),
-            "results",
-            "node_id",
-        )
+        let v = translated_l1(dir.path(), translator, "0", &["query", question, "--json"]);
+        ids(&v, "results", "node_id")
     };
     let unfocused = ask(&echo);
     assert!(unfocused[0].starts_with("dining:"), "{unfocused:?}");
@@ -609,4 +562,38 @@ fn a_domain_named_in_the_translation_focuses_the_question() {
         first_dining.is_none_or(|d| Some(d) > last_other),
         "{focused:?}"
     );
+}
+
+/// A git repository holding the check corpus (`fixtures/check-multi/specs`).
+fn check_multi_repo() -> tempfile::TempDir {
+    let dir = crate::util::git_repo();
+    crate::util::copy_dir(
+        &crate::util::fixture("check-multi/specs"),
+        &dir.path().join("specs"),
+    );
+    dir
+}
+
+/// A translator for `KDD_TRANSLATOR`: a shell script in `dir` running `command` over stdin.
+fn translator(dir: &Path, name: &str, command: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{command}\n")).unwrap();
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    p.to_string_lossy().to_string()
+}
+
+/// Index `dir` at L1 and run `args` with `translator` as the question translator and spec
+/// translation `doc_tr` (`KDD_DOC_TRANSLATE`); the answer's JSON.
+fn translated_l1(dir: &Path, translator: &str, doc_tr: &str, args: &[&str]) -> Value {
+    let env = [
+        ("KDD_NO_EMBED", "1"),
+        ("KDD_TRANSLATE", "on"),
+        ("KDD_TRANSLATOR", translator),
+        ("KDD_DOC_TRANSLATE", doc_tr),
+    ];
+    let o = crate::util::kdd_env(dir, &["index"], &env);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = crate::util::kdd_env(dir, args, &env);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    serde_json::from_slice::<Value>(&o.stdout).unwrap()
 }
