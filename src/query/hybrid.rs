@@ -372,15 +372,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     };
 
     let focus = (super::knobs::knobs().isolate == 1)
-        .then(|| {
-            // A domain is named in the question's words or in its translation (domain ids
-            // are words of the corpus language: "la clínica" names `clinic`).
-            let named = match &searched.translation {
-                Some(t) => format!("{} {t}", req.query),
-                None => req.query.clone(),
-            };
-            super::isolate::focus(&snap, &named)
-        })
+        .then(|| super::isolate::focus(&snap, &req.query, searched.translation.as_deref()))
         .flatten();
     let found = Assembly {
         cands: &cands,

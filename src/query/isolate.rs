@@ -51,13 +51,23 @@ pub fn named_by_question(question: &str, known: &BTreeSet<String>) -> BTreeSet<S
     out
 }
 
-/// The focus of a question (see the module docs): the one business domain it names.
-pub(super) fn focus(snap: &Snapshot<'_>, question: &str) -> Option<String> {
+/// The focus of a question (see the module docs): the one business domain it names, in its
+/// own words or in its translation (domain ids are words of the corpus language: "la clínica"
+/// names `clinic` once translated).
+pub(super) fn focus(
+    snap: &Snapshot<'_>,
+    question: &str,
+    translation: Option<&str>,
+) -> Option<String> {
     let known = business_domains(snap);
     if known.len() < 2 {
         return None;
     }
-    super::domain::focus(&named_by_question(question, &known))
+    let mut named = named_by_question(question, &known);
+    if let Some(t) = translation {
+        named.extend(named_by_question(t, &known));
+    }
+    super::domain::focus(&named)
 }
 
 /// Reorder `all` (best first) for a question focused on `focus` (see the module docs).
