@@ -39,6 +39,8 @@ fn business_domains(snap: &Snapshot<'_>) -> BTreeSet<String> {
 }
 
 /// Domains the question names by itself: a word equal to a domain's name, or a qualified id.
+/// A kebab-case or snake_case id (`order-management`, the KDD standard's form) is also named
+/// by its parts in a row: "order management", "Order-Management".
 pub fn named_by_question(question: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for w in question.split(|c: char| c.is_whitespace() || ",;?¿!¡()\"'".contains(c)) {
@@ -46,6 +48,17 @@ pub fn named_by_question(question: &str, known: &BTreeSet<String>) -> BTreeSet<S
         let head = w.split(':').next().unwrap_or("");
         if known.contains(head) {
             out.insert(head.to_string());
+        }
+    }
+    let folded = crate::parse::fold(question);
+    let words: Vec<&str> = folded
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    for id in known {
+        let parts: Vec<&str> = id.split(['-', '_']).filter(|p| !p.is_empty()).collect();
+        if parts.len() > 1 && words.windows(parts.len()).any(|w| w == parts.as_slice()) {
+            out.insert(id.clone());
         }
     }
     out
@@ -139,5 +152,24 @@ mod tests {
         let n = named_by_question("what does dining:BR-003 say", &known);
         assert_eq!(n, ["dining".to_string()].into());
         assert!(named_by_question("who pays a late cancellation fee?", &known).is_empty());
+    }
+
+    #[test]
+    fn a_kebab_case_domain_is_named_by_its_words_in_a_row() {
+        let known: BTreeSet<String> =
+            ["order-management".to_string(), "billing".to_string()].into();
+        let om: BTreeSet<String> = ["order-management".to_string()].into();
+        assert_eq!(
+            named_by_question("Who can cancel in order management?", &known),
+            om
+        );
+        assert_eq!(
+            named_by_question("what does Order-Management:BR-002 say", &known),
+            om
+        );
+        assert_eq!(named_by_question("order_management rules", &known), om);
+        // The words apart, or one of them alone, name nothing.
+        assert!(named_by_question("which order needs management approval", &known).is_empty());
+        assert!(named_by_question("how is an order cancelled", &known).is_empty());
     }
 }
