@@ -52,7 +52,7 @@ pub(super) fn path_words(path: &str, known: &BTreeSet<String>) -> Vec<String> {
     let dir = segs
         .iter()
         .rev()
-        .filter(|d| !known.contains(**d))
+        .filter(|d| !known.iter().any(|k| super::domain::same_folder_name(d, k)))
         .map(|d| split(d))
         .find(|w| !w.is_empty())
         .unwrap_or_default();

@@ -57,10 +57,23 @@ pub fn named_by_hint(hint: &str, known: &BTreeSet<String>) -> Option<String> {
         let norm = h.replace('\\', "/");
         return norm
             .split('/')
-            .rfind(|seg| known.contains(*seg))
-            .map(str::to_string);
+            .rev()
+            .find_map(|seg| known.iter().find(|d| same_folder_name(seg, d)))
+            .cloned();
     }
     None
+}
+
+/// A code folder named after a domain id, in any of the usual spellings of a kebab-case id:
+/// `order-management`, `order_management`, `orderManagement`, `OrderManagement`.
+pub(super) fn same_folder_name(seg: &str, id: &str) -> bool {
+    let squash = |s: &str| -> String {
+        s.chars()
+            .filter(|c| *c != '-' && *c != '_')
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    seg == id || (!seg.is_empty() && squash(seg) == squash(id))
 }
 
 /// The business domain a hint names by itself: by qualification or a path segment
@@ -194,6 +207,20 @@ mod tests {
         );
         assert_eq!(named_by_hint("Entity:Reservation", &known), None);
         assert_eq!(named_by_hint("cancellation fee", &known), None);
+        let known: BTreeSet<String> = ["order-management".to_string()].into();
+        for path in [
+            "src/order_management/cancel.py",
+            "src/orderManagement/cancel.ts",
+            "pkg/OrderManagement/Cancel.java",
+            "web/order-management/cancel.js",
+        ] {
+            assert_eq!(
+                named_by_hint(path, &known).as_deref(),
+                Some("order-management"),
+                "{path}"
+            );
+        }
+        assert_eq!(named_by_hint("src/orders/management.py", &known), None);
     }
 
     #[test]
