@@ -6,7 +6,9 @@
 //!    over its words within the domain its path names (`src/clinic/billing/late_fee.ts` →
 //!    `late fee billing` among the clinic's specs, method `path_words`; the hits named after a
 //!    word of the file name, when there are such, not those only the folder's word found);
-//!    otherwise a lexical search (keywords). A path is read relative to the repository root
+//!    otherwise a lexical search (keywords; a hint clearly in the other language of the corpus
+//!    is searched with its machine translation, like a search's question, and a warning quotes
+//!    it). A path is read relative to the repository root
 //!    ([`codepath::in_repo`]); one that points outside it resolves to nothing, with a warning.
 //! 2. Discovery: the resolved nodes themselves (when they are rules or behaviour), their graph
 //!    neighbours of constraint kinds (rules, policies) and behaviour kinds (use cases, commands,
@@ -141,7 +143,29 @@ fn resolve_hint(
     if h.chars().count() < 3 {
         return Ok(Vec::new());
     }
-    best_hits(snap, h, &TextFilter::default(), "text_search")
+    let f = TextFilter {
+        question_lang: super::translate::query_lang(crate::cache::LangTally::of(h)),
+        ..TextFilter::default()
+    };
+    let text = match keyword_translation(snap, h)? {
+        Some(t) => format!("{h} {t}"),
+        None => h.to_string(),
+    };
+    best_hits(snap, &text, &f, "text_search")
+}
+
+/// The machine translation of a keyword hint clearly in the other language of the corpus
+/// (searched with the hint, by BM25 only); `None` when not needed or not possible (the hint is
+/// then searched as it is). Translations are memoised, so asking twice costs nothing.
+fn keyword_translation(snap: &Snapshot<'_>, h: &str) -> Result<Option<String>, Error> {
+    use super::translate;
+    if !translate::enabled() {
+        return Ok(None);
+    }
+    let Some((from, to)) = translate::needed(h, snap.corpus_lang()?) else {
+        return Ok(None);
+    };
+    Ok(translate::translate(h, from, to, translate::Style::Full).ok())
 }
 
 /// A hint's text search: the lexical hits within half of the best score, at most 3, each with
@@ -329,6 +353,13 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String], root: &Path) -> Result<H
         if r.is_empty() {
             out.warnings
                 .push(format!("No match found for hint: '{shown}'"));
+        } else if r.iter().any(|(_, m)| m == "text_search") {
+            if let Some(t) = keyword_translation(snap, h)? {
+                out.warnings.push(format!(
+                    "Hint '{shown}' is in the other language of the specs: also searched as \"{}\"",
+                    clip(&t, 300)
+                ));
+            }
         }
         for (id, method) in r {
             if !out.resolved.iter().any(|x| x.node_id == id) {

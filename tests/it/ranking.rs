@@ -597,3 +597,35 @@ fn translated_l1(dir: &Path, translator: &str, doc_tr: &str, args: &[&str]) -> V
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     serde_json::from_slice::<Value>(&o.stdout).unwrap()
 }
+
+/// A context keyword hint in the other language of the corpus is searched with its machine
+/// translation, like a search's question, and a warning quotes it: a Spanish hint that shares
+/// no word with the English specs resolves to the rule it describes. Without a translator
+/// (the echo) the same hint matches nothing.
+#[test]
+fn a_keyword_hint_in_the_other_language_is_resolved_through_its_translation() {
+    let dir = check_multi_repo();
+    let tools = tempfile::tempdir().unwrap();
+    let echo = translator(tools.path(), "echo-translator", "cat");
+    let english = translator(
+        tools.path(),
+        "to-english",
+        "sed -e 's/la mesa se libera si nadie llega/the table is released when nobody arrives/'",
+    );
+    let hint = "la mesa se libera si nadie llega";
+    let args = ["context", hint, "--json"];
+    let v = translated_l1(dir.path(), &echo, "0", &args);
+    assert!(
+        !ids(&v, "resolved_entities", "node_id").contains(&"dining:BR:BR-002".to_string()),
+        "{v}"
+    );
+    let v = translated_l1(dir.path(), &english, "0", &args);
+    let resolved = ids(&v, "resolved_entities", "node_id");
+    assert!(resolved.contains(&"dining:BR:BR-002".to_string()), "{v}");
+    assert!(
+        v["warnings"]
+            .to_string()
+            .contains("the table is released when nobody arrives"),
+        "{v}"
+    );
+}
