@@ -156,10 +156,12 @@ fn resolve_hint(
 
 /// The machine translation of a keyword hint clearly in the other language of the corpus
 /// (searched with the hint, by BM25 only); `None` when not needed or not possible (the hint is
-/// then searched as it is). Translations are memoised, so asking twice costs nothing.
+/// then searched as it is, as is one over `MAX_TEXT` bytes). Translations are memoised, so
+/// asking twice costs nothing.
 fn keyword_translation(snap: &Snapshot<'_>, h: &str) -> Result<Option<String>, Error> {
     use super::translate;
-    if !translate::enabled() {
+    // A longer "keyword" is not one: it is searched as it is, never sent to the translator.
+    if !translate::enabled() || h.len() > super::searched::MAX_TEXT {
         return Ok(None);
     }
     let Some((from, to)) = translate::needed(h, snap.corpus_lang()?) else {
