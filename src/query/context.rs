@@ -144,7 +144,7 @@ fn resolve_hint(
         return Ok(Vec::new());
     }
     let f = TextFilter {
-        question_lang: super::translate::query_lang(crate::cache::LangTally::of(h)),
+        question_lang: super::translate::query_lang(h),
         ..TextFilter::default()
     };
     let text = match keyword_translation(snap, h)? {

@@ -57,12 +57,18 @@ pub const ENV_TRANSLATE_WARM: &str = "KDD_TRANSLATE_WARM";
 
 pub use crate::cache::lang::Lang;
 
-/// The language a query is written in, when its function words say so clearly.
-pub fn query_lang(t: LangTally) -> Option<Lang> {
+/// The language a query is written in, when its function words say so clearly; a query whose
+/// function words do not tell (a few keywords: "cancelación tardía") is Spanish when it has a
+/// letter or mark English never writes (ñ, an accented vowel, ¿, ¡), else undecided.
+pub fn query_lang(query: &str) -> Option<Lang> {
+    let t = LangTally::of(query);
     match t.en.cmp(&t.es) {
         std::cmp::Ordering::Greater => Some(Lang::En),
         std::cmp::Ordering::Less => Some(Lang::Es),
-        std::cmp::Ordering::Equal => None,
+        std::cmp::Ordering::Equal => query
+            .chars()
+            .any(|c| "ñáéíóúü¿¡ÑÁÉÍÓÚÜ".contains(c))
+            .then_some(Lang::Es),
     }
 }
 
@@ -73,7 +79,7 @@ pub fn corpus_lang(t: LangTally) -> Option<Lang> {
 
 /// Which translation a query needs over a corpus: `(from, to)`, or none.
 pub fn needed(query: &str, corpus: LangTally) -> Option<(Lang, Lang)> {
-    let q = query_lang(LangTally::of(query))?;
+    let q = query_lang(query)?;
     let c = corpus_lang(corpus)?;
     (q != c).then_some((q, c))
 }
@@ -382,11 +388,17 @@ mod tests {
 
     #[test]
     fn languages_are_told_apart_by_function_words() {
-        let es = LangTally::of("¿Qué pasa con los vectores cuando se borra la especificación?");
-        let en = LangTally::of("What happens to the vectors when the spec is removed?");
+        let es = "¿Qué pasa con los vectores cuando se borra la especificación?";
+        let en = "What happens to the vectors when the spec is removed?";
         assert_eq!(query_lang(es), Some(Lang::Es));
         assert_eq!(query_lang(en), Some(Lang::En));
-        assert_eq!(query_lang(LangTally::of("source_hash UC-004")), None);
+        assert_eq!(query_lang("source_hash UC-004"), None);
+        // Keywords alone: a Spanish-only letter tells, plain words do not.
+        assert_eq!(query_lang("cancelación tardía"), Some(Lang::Es));
+        assert_eq!(query_lang("señal reserva"), Some(Lang::Es));
+        assert_eq!(query_lang("late fee"), None);
+        // Function words outweigh a borrowed accented word.
+        assert_eq!(query_lang("the café of the clinic"), Some(Lang::En));
         assert_eq!(corpus_lang(LangTally { es: 70, en: 30 }), Some(Lang::Es));
         assert_eq!(corpus_lang(LangTally { es: 30, en: 70 }), Some(Lang::En));
         assert_eq!(corpus_lang(LangTally { es: 50, en: 50 }), None);

@@ -629,3 +629,23 @@ fn a_keyword_hint_in_the_other_language_is_resolved_through_its_translation() {
         "{v}"
     );
 }
+
+/// A Spanish keyword query has no function words to tell its language; a letter English never
+/// writes does, so it is translated like a Spanish question over the English check corpus.
+#[test]
+fn a_spanish_keyword_query_is_told_by_its_accents_and_translated() {
+    let dir = check_multi_repo();
+    let tools = tempfile::tempdir().unwrap();
+    let english = translator(
+        tools.path(),
+        "to-english",
+        "sed -e 's/cancelación tardía/late cancellation fee/'",
+    );
+    let args = ["query", "cancelación tardía", "--json"];
+    let v = translated_l1(dir.path(), &english, "0", &args);
+    assert!(
+        v["warnings"].to_string().contains("QUERY_TRANSLATED"),
+        "{v}"
+    );
+    assert_eq!(ids(&v, "results", "node_id")[0], "clinic:BR:BR-001", "{v}");
+}
