@@ -93,6 +93,7 @@ fn resolve_hint(
     hint: &str,
     known: &BTreeSet<String>,
     place: Option<&str>,
+    tr: &HintTranslations,
 ) -> Result<Vec<(String, String)>, Error> {
     let h = hint.trim();
     if h.is_empty() {
@@ -106,7 +107,7 @@ fn resolve_hint(
         .split_once(':')
         .filter(|(d, r)| known.contains(*d) && !r.is_empty())
     {
-        return resolve_in_domain(snap, d, rest, known);
+        return resolve_in_domain(snap, d, rest, known, tr);
     }
     let is_path = h.contains('/') || h.contains('\\') || {
         let ext = h.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
@@ -147,27 +148,54 @@ fn resolve_hint(
         question_lang: super::translate::query_lang(h),
         ..TextFilter::default()
     };
-    let text = match keyword_translation(snap, h)? {
+    let text = match tr.of(snap, h)? {
         Some(t) => format!("{h} {t}"),
         None => h.to_string(),
     };
     best_hits(snap, &text, &f, "text_search")
 }
 
-/// The machine translation of a keyword hint clearly in the other language of the corpus
-/// (searched with the hint, by BM25 only); `None` when not needed or not possible (the hint is
-/// then searched as it is, as is one over `MAX_TEXT` bytes). Translations are memoised, so
-/// asking twice costs nothing.
-fn keyword_translation(snap: &Snapshot<'_>, h: &str) -> Result<Option<String>, Error> {
-    use super::translate;
-    // A longer "keyword" is not one: it is searched as it is, never sent to the translator.
-    if !translate::enabled() || h.len() > super::searched::MAX_TEXT {
-        return Ok(None);
+/// The machine translations of one request's keyword hints clearly in the other language of
+/// the corpus (searched with the hint, by BM25 only). Each hint is translated once, none over
+/// `MAX_TEXT` bytes (a longer "keyword" is not one), and none after the translator failed, so a
+/// slow or broken translator costs one deadline per request; the failure is then a warning.
+#[derive(Default)]
+struct HintTranslations {
+    done: std::cell::RefCell<BTreeMap<String, Option<String>>>,
+    failed: std::cell::RefCell<Option<String>>,
+}
+
+impl HintTranslations {
+    /// The translation of hint `h`, when one is needed and could be made.
+    fn of(&self, snap: &Snapshot<'_>, h: &str) -> Result<Option<String>, Error> {
+        use super::translate;
+        if let Some(t) = self.done.borrow().get(h) {
+            return Ok(t.clone());
+        }
+        if self.failed.borrow().is_some()
+            || !translate::enabled()
+            || h.len() > super::searched::MAX_TEXT
+        {
+            return Ok(None);
+        }
+        let Some((from, to)) = translate::needed(h, snap.corpus_lang()?) else {
+            return Ok(None);
+        };
+        let t = match translate::translate(h, from, to, translate::Style::Full) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                *self.failed.borrow_mut() = Some(e.to_string());
+                None
+            }
+        };
+        self.done.borrow_mut().insert(h.to_string(), t.clone());
+        Ok(t)
     }
-    let Some((from, to)) = translate::needed(h, snap.corpus_lang()?) else {
-        return Ok(None);
-    };
-    Ok(translate::translate(h, from, to, translate::Style::Full).ok())
+
+    /// The translation already made for hint `h`, if any.
+    fn made(&self, h: &str) -> Option<String> {
+        self.done.borrow().get(h).cloned().flatten()
+    }
 }
 
 /// A hint's text search: the lexical hits within half of the best score, at most 3, each with
@@ -195,9 +223,10 @@ fn resolve_in_domain(
     d: &str,
     rest: &str,
     known: &BTreeSet<String>,
+    tr: &HintTranslations,
 ) -> Result<Vec<(String, String)>, Error> {
     let mut inside = Vec::new();
-    for (id, m) in resolve_hint(snap, rest, known, Some(d))? {
+    for (id, m) in resolve_hint(snap, rest, known, Some(d), tr)? {
         if snap.node_brief(&id)?.and_then(|r| r.node.domain).as_deref() == Some(d) {
             inside.push((id, m));
         }
@@ -309,6 +338,7 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String], root: &Path) -> Result<H
     } else {
         BTreeSet::new()
     };
+    let tr = HintTranslations::default();
     for h in hints {
         if h.trim().is_empty() {
             continue;
@@ -336,7 +366,7 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String], root: &Path) -> Result<H
         };
         let h = &read;
         let place = domain::named_by_path(snap, h, &known)?;
-        let r = resolve_hint(snap, h, &known, place.as_deref())?;
+        let r = resolve_hint(snap, h, &known, place.as_deref(), &tr)?;
         out.named.extend(place);
         // The business domains the hint resolved into by id, path or name: one is named; several
         // (`BR-001` numbered in every domain) make the hint ambiguous, and it names none.
@@ -356,7 +386,7 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String], root: &Path) -> Result<H
             out.warnings
                 .push(format!("No match found for hint: '{shown}'"));
         } else if r.iter().any(|(_, m)| m == "text_search") {
-            if let Some(t) = keyword_translation(snap, h)? {
+            if let Some(t) = tr.made(h) {
                 out.warnings.push(format!(
                     "Hint '{shown}' is in the other language of the specs: also searched as \"{}\"",
                     clip(&t, 300)
@@ -375,6 +405,11 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String], root: &Path) -> Result<H
                 out.seeds.push(id);
             }
         }
+    }
+    if let Some(e) = tr.failed.borrow().as_ref() {
+        out.warnings.push(format!(
+            "Keyword hints in the other language of the specs could not be translated ({e});              they were searched as they are (hints in the specs' language match better)"
+        ));
     }
     Ok(out)
 }

@@ -36,6 +36,7 @@
 use crate::cache::LangTally;
 use crate::embed::translator::{Lru, Translators};
 use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -295,6 +296,8 @@ fn run(program: &str, args: &[String], pair: &str, text: &str) -> Result<String,
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // Its own group, so a timeout kills whatever the translator started too.
+        .process_group(0)
         .spawn()
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => Error::NotInstalled {
@@ -302,31 +305,25 @@ fn run(program: &str, args: &[String], pair: &str, text: &str) -> Result<String,
             },
             _ => failed(e.to_string()),
         })?;
-    // One line in, so line-oriented translators answer it whole.
+    // One line in, so line-oriented translators answer it whole. Written, and both outputs
+    // read, on threads of their own: a translator that reads nothing, or floods stderr, cannot
+    // block this one past the deadline.
     let input = format!("{}\n", text.replace(['\n', '\r'], " "));
     if let Some(mut stdin) = child.stdin.take() {
         // A translator that exits without reading is reported below by its status.
-        let _ = stdin.write_all(input.as_bytes());
+        std::thread::spawn(move || stdin.write_all(input.as_bytes()));
     }
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let reader = std::thread::spawn(move || {
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        if let Some(s) = stdout.as_mut() {
-            let _ = s.read_to_end(&mut out);
-        }
-        if let Some(s) = stderr.as_mut() {
-            let _ = s.take(4096).read_to_end(&mut err);
-        }
-        (out, err)
-    });
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let out_reader = std::thread::spawn(move || bounded_read(stdout, MAX_OUTPUT));
+    let err_reader = std::thread::spawn(move || bounded_read(stderr, 4096));
     let t0 = Instant::now();
     let status = loop {
         match child.try_wait() {
             Ok(Some(st)) => break st,
             Ok(None) if t0.elapsed() < DEADLINE => std::thread::sleep(Duration::from_millis(2)),
             Ok(None) => {
+                crate::embed::translator::kill_group(child.id());
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(Error::Timeout {
@@ -338,9 +335,8 @@ fn run(program: &str, args: &[String], pair: &str, text: &str) -> Result<String,
             Err(e) => return Err(failed(e.to_string())),
         }
     };
-    let (out, err) = reader
-        .join()
-        .map_err(|_| failed("reader thread panicked".into()))?;
+    let joined = |h: std::thread::JoinHandle<Vec<u8>>| h.join().unwrap_or_default();
+    let (out, err) = (joined(out_reader), joined(err_reader));
     if !status.success() {
         let msg = String::from_utf8_lossy(&err).trim().to_string();
         return Err(failed(if msg.is_empty() {
@@ -354,6 +350,21 @@ fn run(program: &str, args: &[String], pair: &str, text: &str) -> Result<String,
         return Err(failed("empty translation".into()));
     }
     Ok(t)
+}
+
+/// Most bytes of a translator's answer kept (the rest is read and dropped; [`clean`] bounds the
+/// searched text further).
+const MAX_OUTPUT: u64 = 1 << 20;
+
+/// The first `max` bytes of a child's output, the rest drained so the child never blocks on a
+/// full pipe.
+fn bounded_read<R: Read>(r: Option<R>, max: u64) -> Vec<u8> {
+    let mut buf = Vec::new();
+    if let Some(mut r) = r {
+        let _ = r.by_ref().take(max).read_to_end(&mut buf);
+        let _ = std::io::copy(&mut r, &mut std::io::sink());
+    }
+    buf
 }
 
 /// Drop Apertium's analysis marks (`*` unknown, `#` generation error, `@` untranslated),

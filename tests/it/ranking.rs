@@ -649,3 +649,85 @@ fn a_spanish_keyword_query_is_told_by_its_accents_and_translated() {
     );
     assert_eq!(ids(&v, "results", "node_id")[0], "clinic:BR:BR-001", "{v}");
 }
+
+/// A failing translator is tried once per context request, not once or twice per hint, and the
+/// answer says the keyword hints were searched untranslated.
+#[test]
+fn a_failing_translator_is_tried_once_per_context_request_and_named() {
+    let dir = check_multi_repo();
+    let tools = tempfile::tempdir().unwrap();
+    let runs = tools.path().join("runs");
+    let failing = translator(
+        tools.path(),
+        "failing",
+        &format!("echo run >> '{}'; exit 1", runs.display()),
+    );
+    let args = [
+        "context",
+        "la mesa se libera si nadie llega",
+        "el depósito de los grupos grandes",
+        "los recordatorios de una cita",
+        "--json",
+    ];
+    let v = translated_l1(dir.path(), &failing, "0", &args);
+    let n = std::fs::read_to_string(&runs)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    assert_eq!(n, 1, "translator runs: {n}");
+    assert!(
+        v["warnings"]
+            .to_string()
+            .contains("could not be translated"),
+        "{v}"
+    );
+}
+
+/// A translator that never answers is killed with everything it started once the deadline
+/// passes, and the question is answered untranslated with a warning; a question over 2,000
+/// bytes is never sent to a translator at all.
+#[test]
+fn a_hanging_translator_is_killed_with_its_children_and_long_questions_skip_it() {
+    let dir = check_multi_repo();
+    let tools = tempfile::tempdir().unwrap();
+    let pid = tools.path().join("child.pid");
+    let hanging = translator(
+        tools.path(),
+        "hanging",
+        &format!("sleep 60 & echo $! > '{}'; sleep 60", pid.display()),
+    );
+    let t = std::time::Instant::now();
+    let args = ["query", "¿cuánto cuesta cancelar tarde una cita?", "--json"];
+    let v = translated_l1(dir.path(), &hanging, "0", &args);
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(v["warnings"].to_string().contains("NO_TRANSLATION"), "{v}");
+    // Dead once it is gone or a zombie waiting for its reaper (the kill is asynchronous).
+    let child = std::fs::read_to_string(&pid).unwrap();
+    let stat = std::path::Path::new("/proc")
+        .join(child.trim())
+        .join("stat");
+    let running = || {
+        std::fs::read_to_string(&stat)
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.to_string()))
+            .is_some_and(|r| !r.starts_with('Z') && !r.starts_with('X'))
+    };
+    let t = std::time::Instant::now();
+    while running() && t.elapsed() < std::time::Duration::from_secs(3) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        !running(),
+        "the translator's child {child} outlived the deadline"
+    );
+    // Over 2,000 bytes: searched as it is, the translator never started.
+    std::fs::remove_file(&pid).unwrap();
+    let long = "¿cuánto cuesta cancelar tarde una cita? ".repeat(60);
+    let v = translated_l1(dir.path(), &hanging, "0", &["query", &long, "--json"]);
+    assert!(v["warnings"].to_string().contains("over 2000 bytes"), "{v}");
+    assert!(!pid.exists());
+}
