@@ -73,7 +73,8 @@ pub(super) fn same_folder_name(seg: &str, id: &str) -> bool {
             .flat_map(char::to_lowercase)
             .collect()
     };
-    seg == id || (!seg.is_empty() && squash(seg) == squash(id))
+    let id_squashed = squash(id);
+    seg == id || (!id_squashed.is_empty() && squash(seg) == id_squashed)
 }
 
 /// The business domain a hint names by itself: by qualification or a path segment

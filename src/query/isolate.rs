@@ -42,23 +42,31 @@ fn business_domains(snap: &Snapshot<'_>) -> BTreeSet<String> {
 /// A kebab-case or snake_case id (`order-management`, the KDD standard's form) is also named
 /// by its parts in a row: "order management", "Order-Management".
 pub fn named_by_question(question: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
+    let fold = crate::parse::fold;
+    // Ids compared as the question's words are: folded (case and accents). An id with no
+    // letter or digit (`-`) is named by nothing.
+    let ids: Vec<(String, &String)> = known
+        .iter()
+        .map(|id| (fold(id), id))
+        .filter(|(f, _)| f.chars().any(char::is_alphanumeric))
+        .collect();
     let mut out = BTreeSet::new();
     for w in question.split(|c: char| c.is_whitespace() || ",;?¿!¡()\"'".contains(c)) {
-        let w = crate::parse::fold(w.trim_matches('.'));
+        let w = fold(w.trim_matches('.'));
         let head = w.split(':').next().unwrap_or("");
-        if known.contains(head) {
-            out.insert(head.to_string());
+        if let Some((_, id)) = ids.iter().find(|(f, _)| f == head) {
+            out.insert((*id).clone());
         }
     }
-    let folded = crate::parse::fold(question);
+    let folded = fold(question);
     let words: Vec<&str> = folded
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .collect();
-    for id in known {
-        let parts: Vec<&str> = id.split(['-', '_']).filter(|p| !p.is_empty()).collect();
+    for (f, id) in &ids {
+        let parts: Vec<&str> = f.split(['-', '_']).filter(|p| !p.is_empty()).collect();
         if parts.len() > 1 && words.windows(parts.len()).any(|w| w == parts.as_slice()) {
-            out.insert(id.clone());
+            out.insert((*id).clone());
         }
     }
     out
@@ -171,5 +179,23 @@ mod tests {
         // The words apart, or one of them alone, name nothing.
         assert!(named_by_question("which order needs management approval", &known).is_empty());
         assert!(named_by_question("how is an order cancelled", &known).is_empty());
+    }
+
+    #[test]
+    fn ids_with_capitals_or_accents_are_named_as_folded_words() {
+        let known: BTreeSet<String> = [
+            "Billing-Ops".to_string(),
+            "réservations".to_string(),
+            "-".to_string(),
+        ]
+        .into();
+        let n = named_by_question("late fee in reservations", &known);
+        assert_eq!(n, ["réservations".to_string()].into());
+        let n = named_by_question("what does Billing-Ops:BR-001 say", &known);
+        assert_eq!(n, ["Billing-Ops".to_string()].into());
+        let n = named_by_question("billing ops rules", &known);
+        assert_eq!(n, ["Billing-Ops".to_string()].into());
+        // An id of punctuation alone is never named.
+        assert!(named_by_question("late fee - rules", &known).is_empty());
     }
 }
