@@ -245,7 +245,7 @@ fn an_id_numbered_in_every_domain_resolves_inside_the_domain_the_other_hints_nam
     assert_in_domain(&context_files(&v), "BR-001-LargePartyDeposit.md", "clinic");
     let resolved = v["resolved_entities"].to_string();
     assert!(!resolved.contains("clinic:"), "{resolved}");
-    assert!(v["warnings"].to_string().contains("several domains"), "{v}");
+    assert_warns(&v, "several domains");
 }
 
 #[test]
@@ -322,7 +322,7 @@ fn hostile_and_outside_paths_name_no_spec_and_are_not_echoed_whole() {
     // Generic words alone find nothing, and say so.
     let v = json(dir.path(), &["context", "--hint", "src/lib/index.ts"]);
     assert!(v["resolved_entities"].as_array().unwrap().is_empty(), "{v}");
-    assert!(v["warnings"].to_string().contains("No match found"), "{v}");
+    assert_warns(&v, "No match found");
     // A path that leaves the repository names no spec: it found three through its words
     // (`id`, `rsa`, `ssh`) before. Inside the repository, `.`/`..` and the absolute form
     // resolve like the plain path.
@@ -333,12 +333,7 @@ fn hostile_and_outside_paths_name_no_spec_and_are_not_echoed_whole() {
     ] {
         let v = json(dir.path(), &["context", "--hint", outside]);
         assert!(v["resolved_entities"].as_array().unwrap().is_empty(), "{v}");
-        assert!(
-            v["warnings"]
-                .to_string()
-                .contains("points outside the repository"),
-            "{v}"
-        );
+        assert_warns(&v, "points outside the repository");
     }
     let abs = dir.path().join("src/clinic/appointments/book.py");
     for inside in [
@@ -504,8 +499,7 @@ fn single_strategy_search_is_not_touched_by_the_identifier_rule() {
 #[test]
 #[cfg_attr(not(kdd_apertium), ignore = "Apertium with eng-spa is not installed")]
 fn a_spanish_question_meets_an_english_spec_through_its_translation() {
-    let dir = check_multi_repo();
-    let tools = tempfile::tempdir().unwrap();
+    let (dir, tools) = repo_and_tools();
     let echo = translator(tools.path(), "echo-translator", "cat");
     let question = "¿Se puede elegir una mesa en la terraza?";
     let ask = |doc_tr: &str| {
@@ -541,8 +535,7 @@ fn a_spanish_question_meets_an_english_spec_through_its_translation() {
 /// echoes the question names no domain, and the same question starts with a dining spec.
 #[test]
 fn a_domain_named_in_the_translation_focuses_the_question() {
-    let dir = check_multi_repo();
-    let tools = tempfile::tempdir().unwrap();
+    let (dir, tools) = repo_and_tools();
     let echo = translator(tools.path(), "echo-translator", "cat");
     let names = translator(tools.path(), "names", "sed -e 's/clínica/clinic/g'");
     let question = "¿Cuánto cuesta cancelar la reserva tarde en la clínica?";
@@ -604,8 +597,7 @@ fn translated_l1(dir: &Path, translator: &str, doc_tr: &str, args: &[&str]) -> V
 /// (the echo) the same hint matches nothing.
 #[test]
 fn a_keyword_hint_in_the_other_language_is_resolved_through_its_translation() {
-    let dir = check_multi_repo();
-    let tools = tempfile::tempdir().unwrap();
+    let (dir, tools) = repo_and_tools();
     let echo = translator(tools.path(), "echo-translator", "cat");
     let english = translator(
         tools.path(),
@@ -622,20 +614,14 @@ fn a_keyword_hint_in_the_other_language_is_resolved_through_its_translation() {
     let v = translated_l1(dir.path(), &english, "0", &args);
     let resolved = ids(&v, "resolved_entities", "node_id");
     assert!(resolved.contains(&"dining:BR:BR-002".to_string()), "{v}");
-    assert!(
-        v["warnings"]
-            .to_string()
-            .contains("the table is released when nobody arrives"),
-        "{v}"
-    );
+    assert_warns(&v, "the table is released when nobody arrives");
 }
 
 /// A Spanish keyword query has no function words to tell its language; a letter English never
 /// writes does, so it is translated like a Spanish question over the English check corpus.
 #[test]
 fn a_spanish_keyword_query_is_told_by_its_accents_and_translated() {
-    let dir = check_multi_repo();
-    let tools = tempfile::tempdir().unwrap();
+    let (dir, tools) = repo_and_tools();
     let english = translator(
         tools.path(),
         "to-english",
@@ -643,10 +629,7 @@ fn a_spanish_keyword_query_is_told_by_its_accents_and_translated() {
     );
     let args = ["query", "cancelación tardía", "--json"];
     let v = translated_l1(dir.path(), &english, "0", &args);
-    assert!(
-        v["warnings"].to_string().contains("QUERY_TRANSLATED"),
-        "{v}"
-    );
+    assert_warns(&v, "QUERY_TRANSLATED");
     assert_eq!(ids(&v, "results", "node_id")[0], "clinic:BR:BR-001", "{v}");
 }
 
@@ -654,8 +637,7 @@ fn a_spanish_keyword_query_is_told_by_its_accents_and_translated() {
 /// answer says the keyword hints were searched untranslated.
 #[test]
 fn a_failing_translator_is_tried_once_per_context_request_and_named() {
-    let dir = check_multi_repo();
-    let tools = tempfile::tempdir().unwrap();
+    let (dir, tools) = repo_and_tools();
     let runs = tools.path().join("runs");
     let failing = translator(
         tools.path(),
@@ -675,12 +657,7 @@ fn a_failing_translator_is_tried_once_per_context_request_and_named() {
         .lines()
         .count();
     assert_eq!(n, 1, "translator runs: {n}");
-    assert!(
-        v["warnings"]
-            .to_string()
-            .contains("could not be translated"),
-        "{v}"
-    );
+    assert_warns(&v, "could not be translated");
 }
 
 /// A translator that never answers is killed with everything it started once the deadline
@@ -688,8 +665,7 @@ fn a_failing_translator_is_tried_once_per_context_request_and_named() {
 /// bytes is never sent to a translator at all.
 #[test]
 fn a_hanging_translator_is_killed_with_its_children_and_long_questions_skip_it() {
-    let dir = check_multi_repo();
-    let tools = tempfile::tempdir().unwrap();
+    let (dir, tools) = repo_and_tools();
     let pid = tools.path().join("child.pid");
     let hanging = translator(
         tools.path(),
@@ -704,7 +680,7 @@ fn a_hanging_translator_is_killed_with_its_children_and_long_questions_skip_it()
         "{:?}",
         t.elapsed()
     );
-    assert!(v["warnings"].to_string().contains("NO_TRANSLATION"), "{v}");
+    assert_warns(&v, "NO_TRANSLATION");
     // Dead once it is gone or a zombie waiting for its reaper (the kill is asynchronous).
     let child = std::fs::read_to_string(&pid).unwrap();
     let stat = std::path::Path::new("/proc")
@@ -728,6 +704,16 @@ fn a_hanging_translator_is_killed_with_its_children_and_long_questions_skip_it()
     std::fs::remove_file(&pid).unwrap();
     let long = "¿cuánto cuesta cancelar tarde una cita? ".repeat(60);
     let v = translated_l1(dir.path(), &hanging, "0", &["query", &long, "--json"]);
-    assert!(v["warnings"].to_string().contains("over 2000 bytes"), "{v}");
+    assert_warns(&v, "over 2000 bytes");
     assert!(!pid.exists());
+}
+
+/// `v`'s warnings mention `text`.
+fn assert_warns(v: &Value, text: &str) {
+    assert!(v["warnings"].to_string().contains(text), "{v}");
+}
+
+/// The check corpus's repository and a folder for script translators.
+fn repo_and_tools() -> (tempfile::TempDir, tempfile::TempDir) {
+    (check_multi_repo(), tempfile::tempdir().unwrap())
 }
