@@ -408,7 +408,7 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String], root: &Path) -> Result<H
     }
     if let Some(e) = tr.failed.borrow().as_ref() {
         out.warnings.push(format!(
-            "Keyword hints in the other language of the specs could not be translated ({e});              they were searched as they are (hints in the specs' language match better)"
+            "Keyword hints in the other language of the specs could not be translated ({e}); they were searched as they are (hints in the specs' language match better)"
         ));
     }
     Ok(out)
