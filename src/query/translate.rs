@@ -102,6 +102,8 @@ const MODE_DIRS: &[&str] = crate::embed::translator::MODE_DIRS;
 pub enum Error {
     #[error("`{program}` is not installed (install the Debian packages apertium and apertium-eng-spa, as ./install.sh does, or set KDD_TRANSLATOR)")]
     NotInstalled { program: String },
+    #[error("`{program}`, named by KDD_TRANSLATOR, was not found (give the path of an executable, or unset KDD_TRANSLATOR to use Apertium)")]
+    CustomMissing { program: String },
     #[error("`{program} {pair}` failed: {detail}")]
     Failed {
         program: String,
@@ -300,6 +302,11 @@ fn run(program: &str, args: &[String], pair: &str, text: &str) -> Result<String,
         .process_group(0)
         .spawn()
         .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound if custom_translator().as_deref() == Some(&program) => {
+                Error::CustomMissing {
+                    program: program.clone(),
+                }
+            }
             std::io::ErrorKind::NotFound => Error::NotInstalled {
                 program: program.clone(),
             },
