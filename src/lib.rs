@@ -37,6 +37,7 @@ pub mod index;
 pub mod merge;
 pub mod parse;
 pub mod paths;
+pub mod proc;
 #[cfg(feature = "cache")]
 pub mod query;
 pub mod report;

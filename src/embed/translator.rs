@@ -196,22 +196,10 @@ impl Drop for Pipeline {
     fn drop(&mut self) {
         // The whole group: `sh` and every stage it started (a stuck stage would outlive a
         // closed stdin).
-        kill_group(self.child.id());
+        crate::proc::kill_group(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// SIGKILL the process group `pgid` (a translator started with `process_group(0)` and every
-/// process it started); errors ignored.
-pub fn kill_group(pgid: u32) {
-    let group = format!("-{pgid}");
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &group])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
 }
 
 /// Warm pipelines by pair, and the answers already given (an LRU keyed by pair and text).

@@ -35,13 +35,12 @@
 
 use crate::cache::LangTally;
 use crate::embed::translator::{Lru, Translators};
-use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
+use crate::proc::Failure;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Environment switch: `KDD_TRANSLATE=off` (or `0`) never translates.
 pub const ENV_TRANSLATE: &str = crate::config::env::TRANSLATE;
@@ -285,74 +284,48 @@ fn cold(text: &str, pair: &str, style: Style, custom: bool) -> Result<String, Er
     })
 }
 
-/// Run a translator once under [`DEADLINE`]: `text` on stdin, its (non-empty) answer back.
+/// Run a translator once under [`DEADLINE`] (see [`crate::proc::run`]): `text` on stdin, its
+/// (non-empty) answer back.
 fn run(program: &str, args: &[String], pair: &str, text: &str) -> Result<String, Error> {
-    let program = program.to_string();
     let failed = |detail: String| Error::Failed {
-        program: program.clone(),
+        program: program.to_string(),
         pair: pair.to_string(),
         detail,
     };
-    let mut child = Command::new(&program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own group, so a timeout kills whatever the translator started too.
-        .process_group(0)
-        .spawn()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound if custom_translator().as_deref() == Some(&program) => {
-                Error::CustomMissing {
-                    program: program.clone(),
+    // One line in, so line-oriented translators answer it whole.
+    let input = format!("{}\n", text.replace(['\n', '\r'], " "));
+    let caps = crate::proc::Caps {
+        stdout: MAX_OUTPUT,
+        stderr: 4096,
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    let f =
+        crate::proc::run(&mut cmd, input.into_bytes(), DEADLINE, caps).map_err(|e| match e {
+            Failure::Spawn(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let program = program.to_string();
+                if custom_translator().as_deref() == Some(program.as_str()) {
+                    Error::CustomMissing { program }
+                } else {
+                    Error::NotInstalled { program }
                 }
             }
-            std::io::ErrorKind::NotFound => Error::NotInstalled {
-                program: program.clone(),
+            Failure::Spawn(e) | Failure::Wait(e) => failed(e.to_string()),
+            Failure::Timeout => Error::Timeout {
+                program: program.to_string(),
+                pair: pair.to_string(),
+                secs: DEADLINE.as_secs(),
             },
-            _ => failed(e.to_string()),
         })?;
-    // One line in, so line-oriented translators answer it whole. Written, and both outputs
-    // read, on threads of their own: a translator that reads nothing, or floods stderr, cannot
-    // block this one past the deadline.
-    let input = format!("{}\n", text.replace(['\n', '\r'], " "));
-    if let Some(mut stdin) = child.stdin.take() {
-        // A translator that exits without reading is reported below by its status.
-        std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    }
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let out_reader = std::thread::spawn(move || bounded_read(stdout, MAX_OUTPUT));
-    let err_reader = std::thread::spawn(move || bounded_read(stderr, 4096));
-    let t0 = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break st,
-            Ok(None) if t0.elapsed() < DEADLINE => std::thread::sleep(Duration::from_millis(2)),
-            Ok(None) => {
-                crate::embed::translator::kill_group(child.id());
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(Error::Timeout {
-                    program: program.clone(),
-                    pair: pair.to_string(),
-                    secs: DEADLINE.as_secs(),
-                });
-            }
-            Err(e) => return Err(failed(e.to_string())),
-        }
-    };
-    let joined = |h: std::thread::JoinHandle<Vec<u8>>| h.join().unwrap_or_default();
-    let (out, err) = (joined(out_reader), joined(err_reader));
-    if !status.success() {
-        let msg = String::from_utf8_lossy(&err).trim().to_string();
+    if !f.status.success() {
+        let msg = String::from_utf8_lossy(&f.stderr).trim().to_string();
         return Err(failed(if msg.is_empty() {
-            status.to_string()
+            f.status.to_string()
         } else {
             msg
         }));
     }
-    let t = String::from_utf8_lossy(&out).trim().to_string();
+    let t = String::from_utf8_lossy(&f.stdout).trim().to_string();
     if t.is_empty() {
         return Err(failed("empty translation".into()));
     }
@@ -361,18 +334,7 @@ fn run(program: &str, args: &[String], pair: &str, text: &str) -> Result<String,
 
 /// Most bytes of a translator's answer kept (the rest is read and dropped; [`clean`] bounds the
 /// searched text further).
-const MAX_OUTPUT: u64 = 1 << 20;
-
-/// The first `max` bytes of a child's output, the rest drained so the child never blocks on a
-/// full pipe.
-fn bounded_read<R: Read>(r: Option<R>, max: u64) -> Vec<u8> {
-    let mut buf = Vec::new();
-    if let Some(mut r) = r {
-        let _ = r.by_ref().take(max).read_to_end(&mut buf);
-        let _ = std::io::copy(&mut r, &mut std::io::sink());
-    }
-    buf
-}
+const MAX_OUTPUT: usize = 1 << 20;
 
 /// Drop Apertium's analysis marks (`*` unknown, `#` generation error, `@` untranslated),
 /// collapse white space and bound the length (a runaway translator cannot flood the search).
