@@ -157,7 +157,7 @@ fn resolve_hint(
 
 /// The machine translations of one request's keyword hints clearly in the other language of
 /// the corpus (searched with the hint, by BM25 only). Each hint is translated once, none over
-/// `MAX_TEXT` bytes (a longer "keyword" is not one), and none after the translator failed, so a
+/// `MAX_TRANSLATED` bytes (a longer "keyword" is not one), and none after the translator failed, so a
 /// slow or broken translator costs one deadline per request; the failure is then a warning.
 #[derive(Default)]
 struct HintTranslations {
@@ -172,13 +172,11 @@ impl HintTranslations {
         if let Some(t) = self.done.borrow().get(h) {
             return Ok(t.clone());
         }
-        if self.failed.borrow().is_some()
-            || !translate::enabled()
-            || h.len() > super::searched::MAX_TEXT
-        {
+        if self.failed.borrow().is_some() {
             return Ok(None);
         }
-        let Some((from, to)) = translate::needed(h, snap.corpus_lang()?) else {
+        let translate::Plan::Translate { from, to } = translate::plan(h, snap.corpus_lang()?)
+        else {
             return Ok(None);
         };
         let t = match translate::translate(h, from, to, translate::Style::Full) {

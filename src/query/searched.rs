@@ -152,24 +152,23 @@ fn machine_translation(
     query: &str,
     warnings: &mut Vec<Warning>,
 ) -> Result<Option<String>, Error> {
-    if !translate::enabled() {
-        return Ok(None);
-    }
-    let Some((from, to)) = translate::needed(query, snap.corpus_lang()?) else {
-        return Ok(None);
+    let (from, to) = match translate::plan(query, snap.corpus_lang()?) {
+        translate::Plan::Keep => return Ok(None),
+        translate::Plan::Translate { from, to } => (from, to),
+        // The servers refuse longer questions; the CLI searches one as it is, untranslated.
+        translate::Plan::TooLong { from, to } => {
+            warnings.push(Warning::new(
+                "NO_TRANSLATION",
+                format!(
+                    "The query is {}, the specs are mostly {}, and it is over {} bytes: not translated (ask a shorter question, or pass your own `translation`)",
+                    from.name(),
+                    to.name(),
+                    translate::MAX_TRANSLATED
+                ),
+            ));
+            return Ok(None);
+        }
     };
-    // The servers refuse longer questions; the CLI searches one as it is, untranslated.
-    if query.len() > MAX_TEXT {
-        warnings.push(Warning::new(
-            "NO_TRANSLATION",
-            format!(
-                "The query is {}, the specs are mostly {}, and it is over {MAX_TEXT} bytes: not translated (ask a shorter question, or pass your own `translation`)",
-                from.name(),
-                to.name()
-            ),
-        ));
-        return Ok(None);
-    }
     // BM25 alone (L1, or no model loaded) needs only the target lemmas, which come 2-3x faster.
     let style = if semantic_possible(snap) {
         translate::Style::Full

@@ -84,6 +84,41 @@ pub fn needed(query: &str, corpus: LangTally) -> Option<(Lang, Lang)> {
     (q != c).then_some((q, c))
 }
 
+/// Longest text sent to a translator, in bytes (the servers' bound on a question): a longer
+/// one is searched as it is.
+pub const MAX_TRANSLATED: usize = 2000;
+
+/// Whether a text searched over a corpus goes through the translator: the one decision that
+/// questions ([`super::searched`]) and context keyword hints ([`super::context`]) share; each
+/// reports the outcome in its own words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plan {
+    /// Translation is off, or the text's language is the corpus's or is not clear.
+    Keep,
+    /// In the other language but over [`MAX_TRANSLATED`] bytes: not sent.
+    TooLong { from: Lang, to: Lang },
+    /// To translate from one language to the other.
+    Translate { from: Lang, to: Lang },
+}
+
+/// The [`Plan`] for `text` over a corpus of tally `corpus`.
+pub fn plan(text: &str, corpus: LangTally) -> Plan {
+    if enabled() {
+        plan_on(text, corpus)
+    } else {
+        Plan::Keep
+    }
+}
+
+/// [`plan`] with translation switched on.
+fn plan_on(text: &str, corpus: LangTally) -> Plan {
+    match needed(text, corpus) {
+        None => Plan::Keep,
+        Some((from, to)) if text.len() > MAX_TRANSLATED => Plan::TooLong { from, to },
+        Some((from, to)) => Plan::Translate { from, to },
+    }
+}
+
 /// How much of the translation pipeline to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Style {
@@ -404,6 +439,17 @@ mod tests {
             ),
             Some((Lang::Es, Lang::En))
         );
+    }
+
+    #[test]
+    fn a_text_over_the_bound_is_never_sent_to_the_translator() {
+        let en_corpus = LangTally { es: 10, en: 90 };
+        let q = "qué pasa cuando se borra el fichero";
+        let (from, to) = (Lang::Es, Lang::En);
+        assert_eq!(plan_on(q, en_corpus), Plan::Translate { from, to });
+        let long = format!("{q} {}", "y el fichero ".repeat(MAX_TRANSLATED / 10));
+        assert_eq!(plan_on(&long, en_corpus), Plan::TooLong { from, to });
+        assert_eq!(plan_on("what happens to the file", en_corpus), Plan::Keep);
     }
 
     #[test]
