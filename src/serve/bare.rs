@@ -13,7 +13,9 @@
 //! blobs. If the pushed `.kdd-index/` does not match the pushed specs (a commit made with
 //! `--no-verify`, a forge merge button that bypassed the merge driver), the affected specs are
 //! re-derived here with the same code `kdd index` runs (L1; embeddings are not recomputed on
-//! the server) and the report says so. Nothing is ever written into the git repository itself.
+//! the server) and the report says so. A spec that cannot be indexed there either (a YAML
+//! bomb, a duplicate id) is reported as a problem in the pushed specs, not as a mismatch: no
+//! index holds an artifact for it. Nothing is ever written into the git repository itself.
 
 use crate::artifact::{IndexStore, INDEX_DIR};
 use crate::config::Settings;
@@ -66,7 +68,8 @@ pub struct SyncReport {
     pub removed: usize,
     /// Specs whose committed artifacts did not match them and were re-derived on the server.
     pub rederived: Vec<String>,
-    /// Problems met while re-deriving (file and message).
+    /// Problems met while re-deriving (file and message), among them the specs that cannot be
+    /// indexed at all (not counted in `rederived`).
     pub diagnostics: Vec<String>,
     /// Milliseconds spent (mirror + re-derivation, without the cache update).
     pub millis: u64,
@@ -365,15 +368,25 @@ impl Mirror {
         if stale.is_empty() && gone.is_empty() {
             return Ok(());
         }
+        let paths: Vec<String> = stale.iter().map(|s| s.path.clone()).collect();
+        let out = crate::index::apply(&self.settings(), stale, gone.clone())
+            .map_err(|e| Error::Index(e.to_string()))?;
+        // A spec that cannot be indexed here either (a YAML bomb, a duplicate id) has no
+        // artifact in any index: the pushed one did not disagree with it. It is a spec error,
+        // reported as one, not a mismatch.
+        let failed: BTreeSet<&str> = out
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == crate::spec::Severity::Error)
+            .map(|d| d.file.as_str())
+            .collect();
         report.rederived.extend(
-            stale
-                .iter()
-                .map(|s| s.path.clone())
-                .chain(gone.iter().cloned()),
+            paths
+                .into_iter()
+                .filter(|p| !failed.contains(p.as_str()))
+                .chain(gone),
         );
         report.rederived.sort();
-        let out = crate::index::apply(&self.settings(), stale, gone)
-            .map_err(|e| Error::Index(e.to_string()))?;
         report.diagnostics.extend(
             out.diagnostics
                 .iter()

@@ -135,6 +135,13 @@ pub fn describe(u: &RefUpdate) -> String {
                     r.rederived.join(", ")
                 ));
             }
+            if let Some(first) = r.diagnostics.first() {
+                s.push_str(&format!(
+                    "; {} problem(s) in the pushed specs, first: {}",
+                    r.diagnostics.len(),
+                    first.chars().take(300).collect::<String>()
+                ));
+            }
         }
         None => s.push_str(": already up to date"),
     }

@@ -486,3 +486,32 @@ fn verify_reports_extra_and_stale_artifacts_whatever_the_diagnostics() {
     assert_eq!(m["different"], serde_json::json!([node[11..]]), "{m}");
     assert!(m["unreadable_specs"].to_string().contains("Bomb.md"), "{m}");
 }
+
+/// A spec nobody can index (a YAML bomb), committed through the hook and pushed with a later
+/// commit: the server finds no artifact for it, as in the pusher's index, and names it as a
+/// problem in the pushed specs, not as an index that disagrees with them.
+#[test]
+fn an_unindexable_spec_pushed_is_a_spec_problem_not_an_index_mismatch() {
+    let r = installed();
+    let bare = r.tmp.path().join("server.git");
+    let (_, first) = push_to_bare(&r, &bare);
+    assert!(!first.contains("did not match"), "{first}");
+    r.write("specs/01-domain/entities/Bomb.md", &bomb());
+    r.git(&["add", "-A"]);
+    let c = bounded(&r.dir, "git", &["commit", "-qm", "bomb"]);
+    assert!(c.out.status.success(), "{}", c.all());
+    let hook_bin = bin_dir().join("kdd-hook");
+    let b = bounded_env(
+        &r.dir,
+        "git",
+        &["push", "-q", bare.to_str().unwrap(), "HEAD:main"],
+        &[("KDD_HOOK_BIN", hook_bin.to_str().unwrap())],
+    );
+    let log = text(&b.out).1;
+    assert!(b.out.status.success(), "push: {}", b.all());
+    assert!(!log.contains("did not match"), "{log}");
+    assert!(
+        log.contains("1 problem(s) in the pushed specs, first: specs/01-domain/entities/Bomb.md"),
+        "{log}"
+    );
+}
