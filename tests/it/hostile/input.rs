@@ -338,6 +338,11 @@ fn push_to_bare(r: &Repo, bare: &Path) -> (Bounded, String) {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    push_bounded(r, bare)
+}
+
+/// Push `r`'s main to `bare` (bounded), with the post-receive hook's report.
+fn push_bounded(r: &Repo, bare: &Path) -> (Bounded, String) {
     let hook_bin = bin_dir().join("kdd-hook");
     let b = bounded_env(
         &r.dir,
@@ -500,15 +505,7 @@ fn an_unindexable_spec_pushed_is_a_spec_problem_not_an_index_mismatch() {
     r.git(&["add", "-A"]);
     let c = bounded(&r.dir, "git", &["commit", "-qm", "bomb"]);
     assert!(c.out.status.success(), "{}", c.all());
-    let hook_bin = bin_dir().join("kdd-hook");
-    let b = bounded_env(
-        &r.dir,
-        "git",
-        &["push", "-q", bare.to_str().unwrap(), "HEAD:main"],
-        &[("KDD_HOOK_BIN", hook_bin.to_str().unwrap())],
-    );
-    let log = text(&b.out).1;
-    assert!(b.out.status.success(), "push: {}", b.all());
+    let (_, log) = push_bounded(&r, &bare);
     assert!(!log.contains("did not match"), "{log}");
     assert!(
         log.contains("1 problem(s) in the pushed specs, first: specs/01-domain/entities/Bomb.md"),
