@@ -151,7 +151,10 @@ fn semantic_one(
         Ok(v) => v,
         Err(e) => return Ok(Err(format!("embedding the query failed: {e}"))),
     };
-    match snap.nearest(&v, limit) {
+    let searching = crate::trace::span("vector_search");
+    let found = snap.nearest(&v, limit);
+    drop(searching);
+    match found {
         Ok(hits) => Ok(Ok(hits)),
         // A damaged store is an error (the caller rebuilds and answers again), not a degraded
         // answer.
@@ -186,6 +189,7 @@ fn ranked(
     } = mix;
     let pool = (want * 4).max(40);
     let lex = if use_lex {
+        let _span = crate::trace::span("lexical_search");
         snap.lexical(query, filter, pool)?
     } else {
         Vec::new()
