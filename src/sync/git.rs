@@ -95,6 +95,13 @@ fn check_remote(dir: &Path, remote: &str) -> Result<(), Error> {
     })
 }
 
+/// True when `code` stands alone in `text` (an HTTP status such as `returned error: 403`), not
+/// inside a temporary path or an object id that happens to contain its digits.
+fn has_token(text: &str, code: &str) -> bool {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|t| t == code)
+}
+
 /// Map a failed `git fetch` / `git push` to a CMD-005 error.
 fn classify(remote: &str, direction: &str, e: git::Error) -> Error {
     let msg = e.to_string();
@@ -112,8 +119,8 @@ fn classify(remote: &str, direction: &str, e: git::Error) -> Error {
     } else if low.contains("authentication failed")
         || low.contains("permission denied")
         || low.contains("could not read username")
-        || low.contains("403")
-        || low.contains("401")
+        || has_token(&low, "403")
+        || has_token(&low, "401")
     {
         Error::AuthFailed {
             remote: remote.to_string(),
@@ -321,4 +328,20 @@ pub fn pull(repo_dir: &Path, index_dir: &Path, o: &Options) -> Result<Report, Er
     let _ = git::git(repo_dir, &["update-ref", &track, &tip]);
     report.commit = Some(tip);
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_token;
+
+    #[test]
+    fn an_http_status_is_a_whole_token_not_digits_in_a_path_or_id() {
+        assert!(has_token("the requested url returned error: 403", "403"));
+        assert!(has_token("http 401 unauthorized", "401"));
+        assert!(!has_token("/tmp/.tmp4013xk/locked.git", "401"));
+        assert!(!has_token(
+            "! [remote rejected] e4403a1 -> refs/kdd/index",
+            "403"
+        ));
+    }
 }
