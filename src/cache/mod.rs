@@ -54,7 +54,7 @@ use store::{lm, Store};
 use text::TextIndex;
 
 /// Version of the cache layout and of what it derives. Bump to force a rebuild everywhere.
-pub const CACHE_VERSION: u32 = 6;
+pub const CACHE_VERSION: u32 = 7;
 
 /// Cache errors.
 #[derive(Debug, thiserror::Error)]
@@ -174,6 +174,8 @@ pub struct Cache {
     embedder: Option<std::sync::Arc<dyn crate::embed::QueryEmbedder>>,
     embedder_missing: Option<String>,
     agent_edges: AtomicBool,
+    /// A server's resident copy of the vectors (see [`Cache::keep_vectors_resident`]).
+    resident: Option<vectors::ResidentSlot>,
 }
 
 impl std::fmt::Debug for Cache {
@@ -236,6 +238,7 @@ impl Cache {
             embedder: None,
             embedder_missing: None,
             agent_edges: AtomicBool::new(true),
+            resident: None,
         };
         // Fast path: a fresh, intact generation.
         if !opts.force_rebuild {
@@ -325,6 +328,12 @@ impl Cache {
     /// Use this embedder for semantic search (L2).
     pub fn set_embedder(&mut self, e: std::sync::Arc<dyn crate::embed::QueryEmbedder>) {
         self.embedder = Some(e);
+    }
+
+    /// This cache answers many questions (a server): keep a copy of every vector in memory
+    /// and search it exactly (`vectors.rs`, `Resident`), instead of arroy's trees.
+    pub fn keep_vectors_resident(&mut self) {
+        self.resident = Some(std::sync::Mutex::new(None));
     }
 
     /// Record why no embedder could be loaded (reported in `NO_EMBEDDINGS` warnings).
@@ -560,7 +569,8 @@ impl Snapshot<'_> {
     /// Nearest chunks to a query vector: (node id, cosine similarity, chunk text), best first,
     /// one entry per node (its best chunk); built and pending items alike (`vectors.rs`).
     pub fn nearest(&self, v: &[f32], limit: usize) -> Result<Vec<(String, f32, String)>, Error> {
-        vectors::nearest(&self.cache.store, &self.txn, v, limit).map_err(|e| match e {
+        let resident = self.cache.resident.as_ref();
+        vectors::nearest(&self.cache.store, &self.txn, v, limit, resident).map_err(|e| match e {
             vectors::NearError::Damage(e) => self.bad(e),
             vectors::NearError::Other(e) => e,
         })

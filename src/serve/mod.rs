@@ -322,6 +322,7 @@ impl Engine {
         })?;
         if cache.level() >= crate::artifact::IndexLevel::L2 {
             self.attach_embedder(&mut cache);
+            cache.keep_vectors_resident();
         }
         let snap = cache.snapshot().map_err(ApiError::from)?;
         let all = snap.all_lite().map_err(ApiError::from)?;

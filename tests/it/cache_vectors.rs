@@ -4,7 +4,8 @@
 //! pending items answer a query before any rebuild, a removed spec's vectors never come back
 //! (before or after the rebuild), the rebuild triggers once enough items changed, and the
 //! nearest chunks always equal those of a fresh rebuild (ids, chunk text and similarity to 5
-//! decimals).
+//! decimals). A server's resident copy of the vectors, kept open while other processes update
+//! the cache, answers exactly like a fresh rebuild after every update.
 
 use crate::repo::{command, text, Repo};
 use kdd::cache::{Cache, OpenOptions};
@@ -184,4 +185,54 @@ fn vector_trees_are_rebuilt_once_enough_items_changed() {
     // The 64-d hashed test vectors, stored at 2 bits, tell `zq30x5w2` from `zq3x5w2` only
     // roughly: the probe's own spec is among the first two.
     assert!(ids[3][..2].contains(&"Entity:Ent30".to_string()), "{ids:?}");
+}
+
+#[test]
+fn a_resident_copy_kept_open_across_updates_answers_like_a_fresh_rebuild() {
+    let r = Repo::new();
+    for i in 0..6 {
+        r.write(&path(i), &body(i, 0));
+    }
+    index(&r);
+    let root = r.tmp.path().join("incremental");
+    // The server: one cache object, kept open; a CLI process updates the same cache.
+    let mut srv = open(&r, &root, false);
+    srv.keep_vectors_resident();
+    let probes: Vec<String> = [(4, 0), (1, 1), (1, 0), (2, 0), (5, 2)]
+        .iter()
+        .map(|&(i, v)| para(i, 3, v))
+        .collect();
+    same_as_fresh(&r, &srv, &probes, 0);
+    let steps: [&dyn Fn(); 3] = [
+        // An edit and a new spec (pending vectors, tombstones).
+        &|| {
+            r.write(&path(1), &body(1, 1));
+            r.write(&path(6), &body(6, 0));
+        },
+        // A built spec and a pending one removed.
+        &|| {
+            std::fs::remove_file(r.dir.join(path(2))).expect("remove");
+            std::fs::remove_file(r.dir.join(path(6))).expect("remove");
+        },
+        // Everything rewritten: the trees are rebuilt.
+        &|| {
+            for i in [0, 1, 3, 4, 5] {
+                r.write(&path(i), &body(i, 2));
+            }
+        },
+    ];
+    for (n, step) in steps.iter().enumerate() {
+        step();
+        index(&r);
+        drop(open(&r, &root, false));
+        let ids = same_as_fresh(&r, &srv, &probes, n + 1);
+        if n >= 1 {
+            assert!(
+                ids.iter()
+                    .flatten()
+                    .all(|id| id != "Entity:Ent2" && id != "Entity:Ent6"),
+                "step {n}: {ids:?}"
+            );
+        }
+    }
 }
