@@ -268,7 +268,14 @@ pub(super) fn nearest(
 ) -> Result<Vec<(String, f32, String)>, NearError> {
     let limit = limit.max(1);
     let hits = match resident {
-        Some(slot) => Resident::current(slot, store, txn)?.nearest(v, limit)?,
+        Some(slot) if fits_resident(store, txn) => {
+            Resident::current(slot, store, txn)?.nearest(v, limit)?
+        }
+        Some(slot) => {
+            // Grown past the bound: the copy is let go, the trees answer.
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            searched(store, txn, v, limit)?
+        }
         None => searched(store, txn, v, limit)?,
     };
     named(store, txn, hits, limit)
@@ -357,6 +364,18 @@ fn named(
     Ok(out)
 }
 
+/// Most vectors a [`Resident`] copy holds (about 150 MB at 384 dimensions; 10k specs make
+/// about 20k): a larger index is searched through arroy's trees, so a server's memory stays
+/// bounded whatever the corpus.
+pub const RESIDENT_MAX_ITEMS: u64 = 100_000;
+
+/// True when the vectors `txn` sees (built and pending) fit a resident copy.
+fn fits_resident(store: &Store, txn: &RoTxn<WithoutTls>) -> bool {
+    let built = arroy::Reader::open(txn, 0, store.vectors).map_or(0, |r| r.n_items());
+    let pending = store.pending.len(txn).unwrap_or(u64::MAX);
+    built.saturating_add(pending) <= RESIDENT_MAX_ITEMS
+}
+
 /// Meta key counting the changes of the live vectors (bumped by [`Vectors::finish`]).
 const VERSION: &str = "vectors_version";
 
@@ -369,7 +388,8 @@ pub type ResidentSlot = std::sync::Mutex<Option<std::sync::Arc<Resident>>>;
 /// copy with arroy's own distance gives the exact answer in a fraction of the time. Loaded on
 /// first use and again whenever the store's vector version differs from the copy's, read in
 /// the query's own transaction, so a copy never answers for other vectors than that
-/// transaction sees. About 1.5 KB per chunk (30 MB at 10k specs), so only servers keep one.
+/// transaction sees. About 1.5 KB per chunk (30 MB at 10k specs), so only servers keep one,
+/// and only up to [`RESIDENT_MAX_ITEMS`] vectors.
 pub struct Resident {
     version: u64,
     dims: usize,
