@@ -215,6 +215,15 @@ const EXACT_UP_TO: u64 = 4096;
 /// Tree nodes inspected per wanted item and tree, past [`EXACT_UP_TO`] (see [`nearest`]).
 const SEARCH_K_FACTOR: usize = 2;
 
+/// A vector as arroy's cosine compares it (its norm in the header).
+fn leaf(v: &[f32]) -> Leaf<'_, Cosine> {
+    let vector = UnalignedVector::from_slice(v);
+    Leaf {
+        header: Cosine::new_header(&vector),
+        vector,
+    }
+}
+
 /// One candidate chunk: (arroy cosine distance, item).
 type Hit = (f32, u32);
 
@@ -225,10 +234,7 @@ fn scan_pending(
     v: &[f32],
     limit: usize,
 ) -> Result<(Vec<Hit>, usize), NearError> {
-    let query = Leaf::<Cosine> {
-        header: Cosine::new_header(&UnalignedVector::from_slice(v)),
-        vector: UnalignedVector::from_slice(v),
-    };
+    let query = leaf(v);
     let mut hits = Vec::new();
     let mut tombs = 0;
     let damage = |e: String| NearError::Damage(Error::Corrupt(format!("pending vectors: {e}")));
@@ -467,8 +473,7 @@ impl Resident {
             ))));
         }
         self.items.push(item);
-        self.headers
-            .push(Cosine::new_header(&UnalignedVector::from_slice(v)));
+        self.headers.push(leaf(v).header);
         self.data.extend_from_slice(v);
         Ok(())
     }
@@ -487,10 +492,7 @@ impl Resident {
                 self.dims
             ))));
         }
-        let q = Leaf::<Cosine> {
-            header: Cosine::new_header(&UnalignedVector::from_slice(v)),
-            vector: UnalignedVector::from_slice(v),
-        };
+        let q = leaf(v);
         let mut hits: Vec<Hit> = self
             .data
             .chunks_exact(self.dims)
