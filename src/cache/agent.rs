@@ -88,6 +88,7 @@ fn try_attach(
         ancestors: Vec::new(),
         text: entry.summary.clone(),
         line: 0,
+        end: 0,
     });
     // The summary's vector joins the spec's chunks when it was made with the index's model.
     let model = crate::artifact::read_manifest(&index_dir.join("manifest.json"))

@@ -107,6 +107,7 @@ mod tests {
                 ancestors: Vec::new(),
                 text: text.join(" el "),
                 line: 3,
+                end: 3,
             }],
             ..NodeRecord::brief(node)
         }

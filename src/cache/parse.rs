@@ -34,16 +34,39 @@ pub(super) fn parse_spec_full(
                     ancestors: s.ancestors.clone(),
                     text: s.text(),
                     line: s.line,
+                    end: 0,
                 })
                 .collect();
-            (x.fields.clone(), sections, Some(x))
+            (x.fields.clone(), set_ends(sections, bytes), Some(x))
         }
         Err(_) => {
             let text = String::from_utf8_lossy(bytes);
             let (f, s) = fallback_sections(rel, &text);
-            (f, s, None)
+            (f, set_ends(s, bytes), None)
         }
     }
+}
+
+/// Set each section's `end`: the last non-blank line of the file before the next section's
+/// heading (or the end of the file), so a cited span covers the section's whole body, code
+/// fences and all, however its text was trimmed for search.
+fn set_ends(mut sections: Vec<SectionText>, bytes: &[u8]) -> Vec<SectionText> {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    let mut starts: Vec<usize> = sections.iter().map(|s| s.line).filter(|l| *l > 0).collect();
+    starts.sort_unstable();
+    for s in &mut sections {
+        if s.line == 0 {
+            continue;
+        }
+        let next = starts.iter().find(|l| **l > s.line).copied();
+        let stop = next.map_or(lines.len(), |n| n - 1).min(lines.len());
+        s.end = (s.line..=stop)
+            .rev()
+            .find(|l| lines.get(l - 1).is_some_and(|t| !t.trim().is_empty()))
+            .unwrap_or(s.line);
+    }
+    sections
 }
 
 /// A small CommonMark-aware splitter used for the searchable text: headings outside code fences
@@ -65,6 +88,7 @@ fn fallback_sections(rel: &str, text: &str) -> (IndexedFields, Vec<SectionText>)
         ancestors: Vec::new(),
         text: String::new(),
         line: 1,
+        end: 0,
     };
     let mut stack: Vec<(u8, String)> = Vec::new();
     let mut fence: Option<&str> = None;
@@ -118,6 +142,7 @@ fn fallback_sections(rel: &str, text: &str) -> (IndexedFields, Vec<SectionText>)
                     ancestors: Vec::new(),
                     text: String::new(),
                     line: fm_lines + i + 1,
+                    end: 0,
                 },
             ));
             while stack.last().is_some_and(|(l, _)| *l >= level) {
@@ -167,6 +192,18 @@ pub fn strip_links(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_section_ends_on_its_last_written_line() {
+        let spec = "# T\n\n## A\n\nfirst\n\n## B\n\n```\ncode\n```\n\n";
+        let (_, s) = fallback_sections("x.md", spec);
+        let s = set_ends(s, spec.as_bytes());
+        let by: Vec<(&str, usize, usize)> = s
+            .iter()
+            .map(|s| (s.heading.as_str(), s.line, s.end))
+            .collect();
+        assert_eq!(by, vec![("T", 1, 1), ("A", 3, 5), ("B", 7, 11)]);
+    }
 
     #[test]
     fn sections_skip_fences_and_front_matter() {

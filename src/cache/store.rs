@@ -24,7 +24,12 @@ pub struct SectionText {
     pub level: u8,
     pub ancestors: Vec<String>,
     pub text: String,
+    /// 1-based line of the heading in the spec file.
     pub line: usize,
+    /// 1-based last non-blank line of the section's body in the file (its heading line when
+    /// the body is empty; 0 when unknown, as for an agent summary).
+    #[serde(default)]
+    pub end: usize,
 }
 
 /// Everything the cache knows about one node.

@@ -134,6 +134,7 @@ pub fn span(rec: &NodeRecord, i: usize) -> Option<(String, [usize; 2])> {
     }
     let start = s.line.max(1);
     let end = match rec.sections.iter().skip(i + 1).find(|n| n.line > start) {
+        _ if s.end >= start => s.end,
         Some(next) => next.line - 1,
         None => start + s.text.lines().count(),
     };

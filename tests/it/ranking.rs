@@ -101,7 +101,15 @@ fn every_result_cites_the_section_and_lines_of_its_best_evidence() {
         let file =
             std::fs::read_to_string(dir.path().join(r["source_file"].as_str().unwrap())).unwrap();
         let all: Vec<&str> = file.lines().collect();
-        assert!(b <= all.len() + 1, "{r}");
+        assert!(b <= all.len(), "{r}");
+        // The span ends on the section's last written line: nothing but blanks follows it
+        // before the next heading or the end of the file.
+        assert!(!all[b - 1].trim().is_empty(), "line {b} is blank: {r}");
+        let rest = all[b..].iter().take_while(|l| !l.starts_with('#'));
+        assert!(
+            rest.into_iter().all(|l| l.trim().is_empty()),
+            "span cut short: {r}"
+        );
         let section = r["section"].as_str().unwrap();
         let heading = section.rsplit(" > ").next().unwrap();
         assert!(
