@@ -10,6 +10,8 @@
 //! - in-process `query::hybrid` latency P50/P95 (translation off; on, first time and memoised;
 //!   with the query embedder at L2: `KDD_TEST_EMBEDDER=1` for the whole run gives an L2 corpus
 //!   with hashed vectors, so 10 000 specs index in minutes) and `context` / `impact` P95.
+//!
+//! `KDD_BENCH_KEEP=DIR` keeps the repository in DIR and reuses it on the next run.
 
 use super::util::{git, kdd_bin};
 use kdd::cache::{fingerprint, Cache, OpenOptions};
@@ -59,21 +61,28 @@ pub fn run(args: &[String]) {
         ));
         return;
     }
+    // `KDD_BENCH_KEEP=DIR`: the repository is made in DIR and kept, and a later run with the
+    // same DIR reuses it (indexing 10k specs with the real model takes minutes).
     let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = tmp.path();
-    git(dir, &["init", "-q"]);
-    let stats = super::synth::generate(dir, n, 42).expect("synthetic corpus");
-    let _ = stats;
-    let t = Instant::now();
-    let o = Command::new(&bin)
-        .arg("index")
-        .current_dir(dir)
-        .output()
-        .expect("kdd index runs");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    say(&format!("corpus: {n} specs; kdd index {}", ms(t.elapsed())));
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-qm", "synthetic"]);
+    let keep = std::env::var_os("KDD_BENCH_KEEP").map(PathBuf::from);
+    let dir = keep.as_deref().unwrap_or(tmp.path());
+    if dir.join(".kdd-index/manifest.json").is_file() {
+        say(&format!("corpus: reusing {}", dir.display()));
+    } else {
+        std::fs::create_dir_all(dir).expect("bench directory");
+        git(dir, &["init", "-q"]);
+        super::synth::generate(dir, n, 42).expect("synthetic corpus");
+        let t = Instant::now();
+        let o = Command::new(&bin)
+            .arg("index")
+            .current_dir(dir)
+            .output()
+            .expect("kdd index runs");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        say(&format!("corpus: {n} specs; kdd index {}", ms(t.elapsed())));
+        git(dir, &["add", "-A"]);
+        git(dir, &["commit", "-qm", "synthetic"]);
+    }
 
     let index_dir = dir.join(".kdd-index");
     let cache_root = dir.join(".git/kdd-cache-bench");
