@@ -31,6 +31,7 @@ mod gen;
 pub mod lang;
 mod links;
 mod parse;
+mod resident;
 pub mod resolve;
 mod scan;
 pub mod store;
@@ -175,7 +176,7 @@ pub struct Cache {
     embedder_missing: Option<String>,
     agent_edges: AtomicBool,
     /// A server's resident copy of the vectors (see [`Cache::keep_vectors_resident`]).
-    resident: Option<vectors::ResidentSlot>,
+    resident: Option<resident::ResidentSlot>,
 }
 
 impl std::fmt::Debug for Cache {

@@ -15,11 +15,12 @@
 //!   full), scans the pending vectors exactly with arroy's own cosine, merges both by distance
 //!   and keeps the best `limit` chunks: the same answer as a fresh build searched exactly.
 //! - A server ([`Resident`], `Cache::keep_vectors_resident`) searches instead an in-memory copy
-//!   of every live vector, exactly, with the same distance; the copy is reloaded whenever the
+//!   of every live vector, exactly (`resident.rs`); the copy is reloaded whenever the
 //!   vector version (a meta counter bumped by every write that changes a vector, in the same
 //!   transaction) differs from the one the query's transaction sees, so an update made by
 //!   another process is never answered from a stale copy.
 
+use super::resident::{fits_resident, Resident, ResidentSlot};
 use super::scan::LoadedVector;
 use super::store::{lm, NodeRecord, Store};
 use super::Error;
@@ -41,7 +42,7 @@ fn to_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn from_bytes(b: &[u8]) -> Vec<f32> {
+pub(super) fn from_bytes(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
@@ -203,6 +204,7 @@ impl Vectors {
 }
 
 /// Why [`nearest`] failed: damage (the caller condemns the generation) or a state/mistake.
+#[derive(Debug)]
 pub(super) enum NearError {
     Damage(Error),
     Other(Error),
@@ -216,7 +218,7 @@ const EXACT_UP_TO: u64 = 4096;
 const SEARCH_K_FACTOR: usize = 2;
 
 /// A vector as arroy's cosine compares it (its norm in the header).
-fn leaf(v: &[f32]) -> Leaf<'_, Cosine> {
+pub(super) fn leaf(v: &[f32]) -> Leaf<'_, Cosine> {
     let vector = UnalignedVector::from_slice(v);
     Leaf {
         header: Cosine::new_header(&vector),
@@ -225,7 +227,7 @@ fn leaf(v: &[f32]) -> Leaf<'_, Cosine> {
 }
 
 /// One candidate chunk: (arroy cosine distance, item).
-type Hit = (f32, u32);
+pub(super) type Hit = (f32, u32);
 
 /// The pending vectors nearest to `v` (exact, arroy's cosine distance), and the tombstone count.
 fn scan_pending(
@@ -370,148 +372,5 @@ fn named(
     Ok(out)
 }
 
-/// Most vectors a [`Resident`] copy holds (about 150 MB at 384 dimensions; 10k specs make
-/// about 20k): a larger index is searched through arroy's trees, so a server's memory stays
-/// bounded whatever the corpus.
-pub const RESIDENT_MAX_ITEMS: u64 = 100_000;
-
-/// True when the vectors `txn` sees (built and pending) fit a resident copy.
-fn fits_resident(store: &Store, txn: &RoTxn<WithoutTls>) -> bool {
-    let built = arroy::Reader::open(txn, 0, store.vectors).map_or(0, |r| r.n_items());
-    let pending = store.pending.len(txn).unwrap_or(u64::MAX);
-    built.saturating_add(pending) <= RESIDENT_MAX_ITEMS
-}
-
 /// Meta key counting the changes of the live vectors (bumped by [`Vectors::finish`]).
-const VERSION: &str = "vectors_version";
-
-/// Where a long-running process keeps its [`Resident`] copy.
-pub type ResidentSlot = std::sync::Mutex<Option<std::sync::Arc<Resident>>>;
-
-/// A server's copy of every live vector, contiguous in memory, searched exactly. arroy's trees
-/// are nearly exhaustive at the sizes KDD corpora reach (10k specs: 101 trees, and the search
-/// budget exceeds the item count) and pay an LMDB page walk per node; a scan of a resident
-/// copy with arroy's own distance gives the exact answer in a fraction of the time. Loaded on
-/// first use and again whenever the store's vector version differs from the copy's, read in
-/// the query's own transaction, so a copy never answers for other vectors than that
-/// transaction sees. About 1.5 KB per chunk (30 MB at 10k specs), so only servers keep one,
-/// and only up to [`RESIDENT_MAX_ITEMS`] vectors.
-pub struct Resident {
-    version: u64,
-    dims: usize,
-    items: Vec<u32>,
-    headers: Vec<<Cosine as Distance>::Header>,
-    data: Vec<f32>,
-}
-
-impl Resident {
-    /// The copy in `slot` when it is of the version `txn` sees, else a fresh one (kept).
-    fn current(
-        slot: &ResidentSlot,
-        store: &Store,
-        txn: &RoTxn<WithoutTls>,
-    ) -> Result<std::sync::Arc<Resident>, NearError> {
-        let version: u64 = store
-            .get_meta(txn, VERSION)
-            .map_err(NearError::Damage)?
-            .unwrap_or(0);
-        let mut g = slot.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(r) = g.as_ref().filter(|r| r.version == version) {
-            return Ok(r.clone());
-        }
-        let r = std::sync::Arc::new(Resident::load(store, txn, version)?);
-        *g = Some(r.clone());
-        Ok(r)
-    }
-
-    /// Every live vector `txn` sees: arroy's items but the tombstoned, and the pending ones.
-    fn load(store: &Store, txn: &RoTxn<WithoutTls>, version: u64) -> Result<Resident, NearError> {
-        let damage = |e: String| NearError::Damage(Error::Corrupt(format!("vectors: {e}")));
-        let mut r = Resident {
-            version,
-            dims: 0,
-            items: Vec::new(),
-            headers: Vec::new(),
-            data: Vec::new(),
-        };
-        let mut tombs = std::collections::HashSet::new();
-        let mut fresh = Vec::new();
-        for kv in store.pending.iter(txn).map_err(|e| damage(e.to_string()))? {
-            let (item, bytes) = kv.map_err(|e| damage(e.to_string()))?;
-            if bytes.is_empty() {
-                tombs.insert(item);
-            } else {
-                fresh.push((item, from_bytes(bytes)));
-            }
-        }
-        match arroy::Reader::open(txn, 0, store.vectors) {
-            Ok(reader) => {
-                for kv in reader.iter(txn).map_err(|e| damage(e.to_string()))? {
-                    let (item, v) = kv.map_err(|e| damage(e.to_string()))?;
-                    if !tombs.contains(&item) {
-                        r.push(item, &v)?;
-                    }
-                }
-            }
-            Err(arroy::Error::MissingMetadata(_)) => {}
-            Err(e) => return Err(damage(e.to_string())),
-        }
-        for (item, v) in fresh {
-            r.push(item, &v)?;
-        }
-        Ok(r)
-    }
-
-    fn push(&mut self, item: u32, v: &[f32]) -> Result<(), NearError> {
-        if self.items.is_empty() {
-            self.dims = v.len();
-        } else if v.len() != self.dims {
-            return Err(NearError::Other(Error::Corrupt(format!(
-                "vector search: item {item} has {} dimensions, others {}",
-                v.len(),
-                self.dims
-            ))));
-        }
-        self.items.push(item);
-        self.headers.push(leaf(v).header);
-        self.data.extend_from_slice(v);
-        Ok(())
-    }
-
-    /// The best `limit` items by arroy's cosine distance (ties by item), best first.
-    fn nearest(&self, v: &[f32], limit: usize) -> Result<Vec<Hit>, NearError> {
-        if self.items.is_empty() {
-            return Err(NearError::Other(Error::Corrupt(
-                "vector index: no vectors".into(),
-            )));
-        }
-        if v.len() != self.dims {
-            return Err(NearError::Other(Error::Corrupt(format!(
-                "vector search: the query has {} dimensions, the index {}",
-                v.len(),
-                self.dims
-            ))));
-        }
-        let q = leaf(v);
-        let mut hits: Vec<Hit> = self
-            .data
-            .chunks_exact(self.dims)
-            .zip(&self.headers)
-            .zip(&self.items)
-            .map(|((x, h), item)| {
-                let leaf = Leaf::<Cosine> {
-                    header: *h,
-                    vector: UnalignedVector::from_slice(x),
-                };
-                (Cosine::built_distance(&q, &leaf), *item)
-            })
-            .collect();
-        let by = |a: &Hit, b: &Hit| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
-        if hits.len() > limit {
-            hits.select_nth_unstable_by(limit - 1, by);
-            hits.truncate(limit);
-        }
-        hits.sort_by(by);
-        Ok(hits)
-    }
-}
+pub(super) const VERSION: &str = "vectors_version";

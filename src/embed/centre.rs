@@ -41,6 +41,11 @@ pub fn centre_of(model: &str) -> Option<&'static [f32]> {
     (model == E5_SMALL_ID).then(e5_small)
 }
 
+/// Every centre this build ships (for the server's resident vectors, `cache::resident`).
+pub fn shipped() -> Vec<Vec<f32>> {
+    vec![e5_small().to_vec()]
+}
+
 /// The centre of `model` when this build ships one for vectors of `dims` values.
 pub fn centre_for(model: &str, dims: usize) -> Option<&'static [f32]> {
     centre_of(model).filter(|c| c.len() == dims)
