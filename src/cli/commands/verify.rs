@@ -249,8 +249,9 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         for id in &m.lacking_vectors {
             output::data(&format!("no-vectors\t{id}"))?;
         }
+        // Each already names its severity ("error: <file>: …"), like `kdd resolve` prints them.
         for d in &m.unreadable_specs {
-            output::warn(d);
+            output::info(&format!("kdd: {d}"));
         }
     }
     if m.is_empty() {

@@ -115,6 +115,12 @@ fn committed_symlinks_are_never_followed() {
         r.git(&["status", "--porcelain", ".kdd-index"]).is_empty(),
         "kdd index and the hook disagree"
     );
+    // `kdd verify` agrees, and names each problem once with its own severity.
+    let v = bounded(&r.dir, &kdd_bin(), &["verify"]);
+    assert!(v.out.status.success(), "{}", v.all());
+    let line = "kdd: error: specs/01-domain/entities/Pw.md: is a symbolic link";
+    assert!(v.all().contains(line), "verify: {line}\n{}", v.all());
+    assert!(!v.all().contains("warning: error"), "{}", v.all());
     readers_stay_clean(&r.dir);
     // A fresh clone checks the links out again: still never read.
     let clone = r.clone_to("clone");
