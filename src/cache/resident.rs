@@ -79,7 +79,8 @@ impl Bits {
         self.codes.resize(start + self.width, 0);
         for (i, (x, c)) in v.iter().zip(&self.centre).enumerate() {
             let r = x - c;
-            if (r.abs() - scale).abs() > tolerance {
+            // A component that is not a number fails too (a crafted file stays a float vector).
+            if !r.is_finite() || (r.abs() - scale).abs() > tolerance {
                 self.codes.truncate(start);
                 return false;
             }
@@ -312,8 +313,13 @@ mod tests {
             coded.push(item, &v).unwrap();
             floats.push(item, &v).unwrap();
         }
-        assert_eq!(coded.counts(), (270, 30));
-        assert_eq!(floats.counts(), (0, 300));
+        // A component that is not a number keeps the vector out of the bits.
+        let mut odd: Vec<f32> = centre.iter().map(|c| c + 0.01).collect();
+        odd[dims - 1] = f32::NAN;
+        coded.push(300, &odd).unwrap();
+        floats.push(300, &odd).unwrap();
+        assert_eq!(coded.counts(), (270, 31));
+        assert_eq!(floats.counts(), (0, 301));
         for probe in 0..20 {
             let mut p = noise(100 + probe);
             let q: Vec<f32> = centre.iter().map(|c| c + 0.05 * p()).collect();
