@@ -1,7 +1,8 @@
 //! Per-phase timings on stderr: `KDD_TRACE=1 kdd query …` prints one `kdd-trace: <phase>
 //! <ms>` line per phase as it ends (cache open, embedder connection, translation, query
-//! embedding, lexical and vector search, the whole search, output…), for finding where a
-//! cold command spends its time (`cargo bench --bench bench -- latency` reads them).
+//! embedding, lexical and vector search, the graph steps, assembly, rendering, the whole search,
+//! output…), for finding where a cold command or a server request spends its time
+//! (`cargo bench --bench bench -- latency` reads them).
 //!
 //! Invariants: off unless `KDD_TRACE` is `1`/`true`/`yes` (read once per process); a line names
 //! a phase and a duration only, never a question, a path or anything from the repository.

@@ -147,7 +147,10 @@ fn semantic_one(
             .unwrap_or("no embedding model loaded")
             .to_string()));
     };
-    let v = match emb.embed_query(query) {
+    let embedding = crate::trace::span("embed_query");
+    let v = emb.embed_query(query);
+    drop(embedding);
+    let v = match v {
         Ok(v) => v,
         Err(e) => return Ok(Err(format!("embedding the query failed: {e}"))),
     };
@@ -326,6 +329,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     let mut filter = filter_of(&req.kinds, &req.layers, &req.domain);
     filter.question_lang = super::translate::query_lang(&req.query);
     let mut warnings = Vec::new();
+    let reading = crate::trace::span("read_question");
     let searched = super::searched::searched(&snap, &req.query, &req.expansion, &mut warnings)?;
     let text = searched.text.clone();
     let sem_texts: Vec<&str> = searched.sem_texts.iter().map(String::as_str).collect();
@@ -336,11 +340,13 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
         w_sem,
         sem_texts: &sem_texts,
     };
+    drop(reading);
     let direct = ranked(&snap, &text, &filter, req.limit, mix, &mut warnings)?;
     let words = snap.query_words(&text);
     stale_warning(&snap, &mut warnings)?;
 
     // Neighbourhood smoothing over typed edges (part of graph expansion: off with --no-expand).
+    let graph = crate::trace::span("graph");
     let cands: Vec<Candidate> = if req.expand {
         smooth(
             &snap,
@@ -375,6 +381,8 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
         BTreeMap::new()
     };
 
+    drop(graph);
+    let assembling = crate::trace::span("assemble");
     let focus = (super::knobs::knobs().isolate == 1)
         .then(|| super::isolate::focus(&snap, &req.query, searched.translation.as_deref()))
         .flatten();
@@ -397,6 +405,8 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
         graph_hit: &trail.graph_hit,
         conf,
     };
+    drop(assembling);
+    let rendering = crate::trace::span("render");
     let (results, total_tokens) = render(&snap, &found, &words, budget, &mut warnings);
     let kept: HashSet<&str> = results.iter().map(|h| h.node_id.as_str()).collect();
     let mut graph_expansion: Vec<EdgeRef> = trail
@@ -407,6 +417,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     super::agent::mark_edges(&snap, &mut graph_expansion)?;
     let mut results = results;
     super::agent::mark_reached(&snap, &mut results)?;
+    drop(rendering);
     Ok(HybridResponse {
         expanded_with: searched.used,
         read_as,
