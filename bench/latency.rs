@@ -128,21 +128,13 @@ pub fn run(args: &[String]) {
     let dir = tmp.path();
     git(dir, &["init", "-q"]);
     copy_dir(&specs, &dir.join("specs"));
-    let t = Instant::now();
-    let o = Command::new(&bin)
-        .arg("index")
-        .current_dir(dir)
-        .output()
-        .expect("kdd index runs");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let took = super::util::index_and_commit(&bin, dir);
     kdd::cli::output::info(&format!(
         "corpus {}: kdd index {:.0} ms; {} questions x {rounds} rounds, one process each",
         specs.display(),
-        t.elapsed().as_secs_f64() * 1000.0,
+        took.as_secs_f64() * 1000.0,
         QUERIES.len()
     ));
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-qm", "corpus"]);
     // Warm the cache and the embedding service (and its translator) once.
     for q in [QUERIES[0], QUERIES[6]] {
         let _ = Command::new(&bin)

@@ -13,7 +13,7 @@
 //!
 //! `KDD_BENCH_KEEP=DIR` keeps the repository in DIR and reuses it on the next run.
 
-use super::util::{git, kdd_bin};
+use super::util::{git, index_and_commit, kdd_bin};
 use kdd::cache::{fingerprint, Cache, OpenOptions};
 use kdd::query::{self, ContextRequest, HybridRequest, ImpactRequest};
 use std::path::{Path, PathBuf};
@@ -72,16 +72,8 @@ pub fn run(args: &[String]) {
         std::fs::create_dir_all(dir).expect("bench directory");
         git(dir, &["init", "-q"]);
         super::synth::generate(dir, n, 42).expect("synthetic corpus");
-        let t = Instant::now();
-        let o = Command::new(&bin)
-            .arg("index")
-            .current_dir(dir)
-            .output()
-            .expect("kdd index runs");
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        say(&format!("corpus: {n} specs; kdd index {}", ms(t.elapsed())));
-        git(dir, &["add", "-A"]);
-        git(dir, &["commit", "-qm", "synthetic"]);
+        let took = index_and_commit(&bin, dir);
+        say(&format!("corpus: {n} specs; kdd index {}", ms(took)));
     }
 
     let index_dir = dir.join(".kdd-index");

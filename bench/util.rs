@@ -28,3 +28,19 @@ pub fn git(dir: &Path, args: &[&str]) {
         .is_ok_and(|o| o.status.success());
     assert!(ok, "git {args:?} failed");
 }
+
+/// `kdd index` in `dir` (a git repository holding `specs/`), then everything committed; the
+/// time the index took.
+pub fn index_and_commit(bin: &Path, dir: &Path) -> std::time::Duration {
+    let t = std::time::Instant::now();
+    let o = Command::new(bin)
+        .arg("index")
+        .current_dir(dir)
+        .output()
+        .expect("kdd index runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let took = t.elapsed();
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-qm", "corpus"]);
+    took
+}
