@@ -261,3 +261,20 @@ pub(super) fn answer_confidence(
         })
         .fold(0.0, f32::max)
 }
+
+/// The followed edges whose two ends are both among `results`, and the agent's marks on both
+/// (edges and results an agent relation reached).
+pub(super) fn edges_between(
+    snap: &Snapshot<'_>,
+    followed: Vec<EdgeRef>,
+    results: &mut [Hit],
+) -> Result<Vec<EdgeRef>, super::Error> {
+    let kept: HashSet<&str> = results.iter().map(|h| h.node_id.as_str()).collect();
+    let mut edges: Vec<EdgeRef> = followed
+        .into_iter()
+        .filter(|e| kept.contains(e.from_node.as_str()) && kept.contains(e.to_node.as_str()))
+        .collect();
+    super::agent::mark_edges(snap, &mut edges)?;
+    super::agent::mark_reached(snap, results)?;
+    Ok(edges)
+}

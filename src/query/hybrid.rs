@@ -35,8 +35,8 @@
 
 use super::expand::{expand, smooth, Candidate, Trail, Walk};
 use super::hits::{
-    answer_confidence, best_evidence, hit_of, make_snippet, render, source_name, Budget, Found,
-    Picked,
+    answer_confidence, best_evidence, edges_between, hit_of, make_snippet, render, source_name,
+    Budget, Found, Picked,
 };
 use super::types::*;
 use super::Error;
@@ -407,16 +407,8 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     };
     drop(assembling);
     let rendering = crate::trace::span("render");
-    let (results, total_tokens) = render(&snap, &found, &words, budget, &mut warnings);
-    let kept: HashSet<&str> = results.iter().map(|h| h.node_id.as_str()).collect();
-    let mut graph_expansion: Vec<EdgeRef> = trail
-        .followed
-        .into_iter()
-        .filter(|e| kept.contains(e.from_node.as_str()) && kept.contains(e.to_node.as_str()))
-        .collect();
-    super::agent::mark_edges(&snap, &mut graph_expansion)?;
-    let mut results = results;
-    super::agent::mark_reached(&snap, &mut results)?;
+    let (mut results, total_tokens) = render(&snap, &found, &words, budget, &mut warnings);
+    let graph_expansion = edges_between(&snap, trail.followed, &mut results)?;
     drop(rendering);
     Ok(HybridResponse {
         expanded_with: searched.used,
