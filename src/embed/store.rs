@@ -399,11 +399,26 @@ fn decode_codes(quant: Quant, rec: &[u8], dims: usize) -> Result<(f32, Vec<i8>),
             (1.0 / norm.max(1.0), q)
         }
     };
-    if !scale.is_finite() || scale < 0.0 {
-        return Err(format!("invalid scale {scale}"));
+    // A committed file holds a teammate's bytes: only what an embedding can be is read. A scale
+    // that is not finite, is zero or tiny, or is so large that a dot product overflows to NaN,
+    // and a record whose codes are all zero (a zero vector, which a cosine distance puts first
+    // for every question) are refused.
+    if !(MIN_SCALE..=MAX_SCALE).contains(&scale) {
+        return Err(format!(
+            "invalid scale {scale} (a stored vector's scale lies between {MIN_SCALE:e} and {MAX_SCALE:e})"
+        ));
+    }
+    if q.iter().all(|&x| x == 0) {
+        return Err("a zero vector (every code is 0)".into());
     }
     Ok((scale, q))
 }
+
+/// Bounds of a stored vector's scale: the vectors of an embedding model are unit length (an
+/// int8 scale is about 1/127 of the largest component, a centred one about the residual's
+/// RMS), so anything outside is not a vector kdd wrote.
+const MIN_SCALE: f32 = 1e-9;
+const MAX_SCALE: f32 = 1e6;
 
 /// Decode a vector file of format v1 or v2; `path` only labels errors.
 pub fn decode(path: &str, bytes: &[u8]) -> Result<VectorFile, Error> {

@@ -129,6 +129,19 @@ fn corrupt_files_are_named_errors() {
     let mut many = v1;
     many[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
     assert!(decode("a", &many).is_err());
+    // An int8 record whose codes are all zero is a zero vector: refused, not read as the
+    // nearest vector to every question.
+    let mut f = sample();
+    f.quant = Quant::Int8;
+    f.records[1].q = vec![0; 8];
+    f.records[1].scale = 0.01;
+    let e = decode("z.bin", &encode_v1(&f)).unwrap_err().to_string();
+    assert!(e.contains("zero vector") && e.contains("z.bin"), "{e}");
+    f.records.truncate(1);
+    assert!(
+        decode("z.bin", &encode_v1(&f)).is_ok(),
+        "the first record alone is fine"
+    );
 }
 
 #[test]
@@ -166,6 +179,15 @@ fn the_shipped_model_is_written_centred_and_roundtrips_exactly() {
     let mut foreign = bytes.clone();
     foreign[10..14].copy_from_slice(&fingerprint("m"));
     assert!(decode("e.bin", &foreign).is_err());
+    // Scales no embedding has (a dot product overflowing to NaN, a vector equal to the centre
+    // matching every question) are refused (the scale is the 4 bytes after the 8-byte key).
+    for scale in [1e38f32, 3e38, f32::INFINITY, f32::NAN, 0.0, -0.01, 1e-40] {
+        let mut crafted = bytes.clone();
+        let at = V2_HEADER + KEY_LEN;
+        crafted[at..at + 4].copy_from_slice(&scale.to_le_bytes());
+        let e = decode("e.bin", &crafted).unwrap_err().to_string();
+        assert!(e.contains("scale") && e.contains("e.bin"), "{scale}: {e}");
+    }
     // Other models keep int2.
     assert_eq!(write_quant("m", 384), Quant::Int2);
     assert_eq!(quantization(model, 384), "binary-centred");
