@@ -21,7 +21,7 @@
 //! Only servers keep a copy, and only up to [`RESIDENT_MAX_ITEMS`] vectors.
 
 use super::store::Store;
-use super::vectors::{from_bytes, leaf, Hit, NearError, VERSION};
+use super::vectors::{from_bytes, leaf, ranked, Hit, NearError, VERSION};
 use super::Error;
 use arroy::distances::Cosine;
 use arroy::internals::{Leaf, UnalignedVector};
@@ -74,13 +74,16 @@ impl Bits {
         if !(scale.is_finite() && scale > 0.0) {
             return false;
         }
-        let tolerance = scale * 1e-3;
+        // Decoding rounds each component once (about 6e-8 of its size); anything further off
+        // is not `centre ± scale` (a crafted or foreign vector stays a float vector), so a
+        // vector kept as bits scores within about 1e-5 of its floats, real ones within 1e-6.
+        let tolerance = |x: f32| 1e-5 * (scale + x.abs());
         let start = self.codes.len();
         self.codes.resize(start + self.width, 0);
         for (i, (x, c)) in v.iter().zip(&self.centre).enumerate() {
             let r = x - c;
             // A component that is not a number fails too (a crafted file stays a float vector).
-            if !r.is_finite() || (r.abs() - scale).abs() > tolerance {
+            if !r.is_finite() || (r.abs() - scale).abs() > tolerance(*x) {
                 self.codes.truncate(start);
                 return false;
             }
@@ -118,7 +121,7 @@ impl Bits {
             }
             let set = (acc[0] + acc[1]) + (acc[2] + acc[3]);
             let dot = qc + scale * (2.0 * set - total);
-            out.push((distance(dot, *norm, qn), *item));
+            out.push((ranked(distance(dot, *norm, qn)), *item));
         }
     }
 }
@@ -265,7 +268,7 @@ impl Resident {
                 header: *h,
                 vector: UnalignedVector::from_slice(x),
             };
-            hits.push((Cosine::built_distance(&q, &leaf), *item));
+            hits.push((ranked(Cosine::built_distance(&q, &leaf)), *item));
         }
         let by = |a: &Hit, b: &Hit| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
         if hits.len() > limit {
@@ -313,13 +316,20 @@ mod tests {
             coded.push(item, &v).unwrap();
             floats.push(item, &v).unwrap();
         }
+        // A large vector of ±1 (an int8 file of extreme scale): within a loose tolerance of
+        // `centre ± 635`, but not exactly that, so it stays a float vector.
+        let big: Vec<f32> = (0..dims)
+            .map(|i| if i % 3 == 0 { 635.0 } else { -635.0 })
+            .collect();
+        coded.push(301, &big).unwrap();
+        floats.push(301, &big).unwrap();
         // A component that is not a number keeps the vector out of the bits.
         let mut odd: Vec<f32> = centre.iter().map(|c| c + 0.01).collect();
         odd[dims - 1] = f32::NAN;
         coded.push(300, &odd).unwrap();
         floats.push(300, &odd).unwrap();
-        assert_eq!(coded.counts(), (270, 31));
-        assert_eq!(floats.counts(), (0, 301));
+        assert_eq!(coded.counts(), (270, 32));
+        assert_eq!(floats.counts(), (0, 302));
         for probe in 0..20 {
             let mut p = noise(100 + probe);
             let q: Vec<f32> = centre.iter().map(|c| c + 0.05 * p()).collect();

@@ -229,6 +229,16 @@ pub(super) fn leaf(v: &[f32]) -> Leaf<'_, Cosine> {
 /// One candidate chunk: (arroy cosine distance, item).
 pub(super) type Hit = (f32, u32);
 
+/// A distance as ranked: one that is not a number (a vector no decoder should have let in)
+/// ranks last, never first as a negative NaN would under `total_cmp`.
+pub(super) fn ranked(d: f32) -> f32 {
+    if d.is_nan() {
+        f32::INFINITY
+    } else {
+        d
+    }
+}
+
 /// The pending vectors nearest to `v` (exact, arroy's cosine distance), and the tombstone count.
 fn scan_pending(
     store: &Store,
@@ -258,7 +268,7 @@ fn scan_pending(
             header: Cosine::new_header(&vector),
             vector,
         };
-        hits.push((Cosine::built_distance(&query, &leaf), item));
+        hits.push((ranked(Cosine::built_distance(&query, &leaf)), item));
     }
     hits.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     hits.truncate(limit);
@@ -324,7 +334,7 @@ fn searched(
                 }
                 e => NearError::Damage(Error::Corrupt(format!("vector search: {e}"))),
             })?;
-            hits.extend(built.into_iter().map(|(item, d)| (d, item)));
+            hits.extend(built.into_iter().map(|(item, d)| (ranked(d), item)));
         }
         // No vectors at all is a state, not damage.
         Err(e @ arroy::Error::MissingMetadata(_)) if hits.is_empty() => {
@@ -355,7 +365,8 @@ fn named(
     let mut out = Vec::new();
     let mut live = 0;
     for (dist, item) in hits {
-        if live == limit {
+        if live == limit || !dist.is_finite() {
+            // Sorted: past the first distance that is not a number, nothing is comparable.
             break;
         }
         // A built item without its chunk reference is a tombstone.
