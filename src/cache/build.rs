@@ -52,8 +52,9 @@ pub struct BuildStats {
     pub steps_us: BTreeMap<String, u64>,
 }
 
-/// A spec's record and vectors, or why it could not be loaded.
-type Loaded = Result<(NodeRecord, Vec<LoadedVector>), String>;
+/// A spec's record, its vectors and why they could not be read (the spec is kept without
+/// them), or why the spec could not be loaded at all.
+type Loaded = Result<(NodeRecord, Vec<LoadedVector>, Option<String>), String>;
 
 /// Load one spec's record from its artifacts and its source file.
 fn load_record(
@@ -61,7 +62,7 @@ fn load_record(
     repo_root: &Path,
     roots: &crate::roots::Roots,
     stem: &str,
-) -> Result<(NodeRecord, Vec<LoadedVector>), String> {
+) -> Loaded {
     let node_path = index_dir.join("nodes").join(format!("{stem}.json"));
     let node: Node = read_node(&node_path).map_err(|e| e.to_string())?;
     let links = read_links(&index_dir.join("edges").join(format!("{stem}.jsonl")))
@@ -83,11 +84,16 @@ fn load_record(
         lang.add(LangTally::of(&sec.heading));
         lang.add(LangTally::of(&sec.text));
     }
-    let mut vectors = load_vectors(
+    // An unreadable vector file costs the spec its vectors, not its place in the graph and the
+    // text index.
+    let (mut vectors, vector_problem) = match load_vectors(
         &index_dir.join("embeddings").join(format!("{stem}.bin")),
         &node.id,
         extracted.as_ref(),
-    )?;
+    ) {
+        Ok(v) => (v, None),
+        Err(e) => (Vec::new(), Some(e)),
+    };
     let mut rec = NodeRecord {
         links,
         stale,
@@ -98,7 +104,7 @@ fn load_record(
         ..NodeRecord::brief(node)
     };
     super::agent::attach(index_dir, stem, &mut rec, &mut vectors);
-    Ok((rec, vectors))
+    Ok((rec, vectors, vector_problem))
 }
 
 /// Resolve the links of `sources` with core's resolver ([`crate::graph::Graph`]) over `nodes`
@@ -237,7 +243,7 @@ impl Step<'_> {
         } else {
             self.stats.added += 1;
         }
-        let (mut rec, vecs) = match rec {
+        let (mut rec, vecs, vector_problem) = match rec {
             Ok(x) => x,
             Err(msg) => {
                 self.stats.errors.push(msg);
@@ -252,6 +258,15 @@ impl Step<'_> {
         self.text.add_node(&self.writer, &rec)?;
         self.store.nodes.put(wtxn, &rec.node.id, &rec).map_err(lm)?;
         let (node, edges, emb) = stamps;
+        // A spec kept without its unreadable vectors is stamped as if its vector file were new,
+        // so every update reads it again and reports it until it is fixed.
+        let emb = match vector_problem {
+            Some(p) => {
+                self.stats.errors.push(p);
+                None
+            }
+            None => emb,
+        };
         let stamp = StemStamp {
             node_id: rec.node.id.clone(),
             node,
@@ -380,7 +395,7 @@ pub fn update(
     let mut tr = super::doctr::DocTranslator::new(memo);
     let mut recs: Vec<&mut NodeRecord> = loaded
         .iter_mut()
-        .filter_map(|(_, r)| r.as_mut().ok().map(|(r, _)| r))
+        .filter_map(|(_, r)| r.as_mut().ok().map(|(r, _, _)| r))
         .collect();
     let notice = tr.translate_all(&mut recs);
     step.stats.errors.extend(notice);

@@ -179,6 +179,12 @@ fn corrupt_vector_file_is_named_and_regenerated() {
         corrupt.contains("embeddings/entity/Pedido.bin") && corrupt.contains("kdd index"),
         "{corrupt}"
     );
+    // Meanwhile the spec keeps its place in the graph and the text index: only its vectors
+    // are missing.
+    let g = kdd_env(dir, &["graph", "Entity:Pedido"], TEST);
+    assert!(g.status.success(), "{}", text(&g));
+    let q = kdd_env(dir, &["search", "--lexical", "Pedido", "--json"], TEST);
+    assert!(stdout_has(&q, "Entity:Pedido"), "{}", text(&q));
     let o = kdd_env(dir, &["index"], TEST);
     assert!(o.status.success(), "{}", text(&o));
     assert!(
@@ -501,3 +507,7 @@ fn real_model_warm_service_matches_in_process_vectors() {
 /// The daily workflow and the warm service (module file `tests/it/embed/flow.rs`).
 pub mod flow;
 mod golden;
+
+fn stdout_has(o: &std::process::Output, what: &str) -> bool {
+    String::from_utf8_lossy(&o.stdout).contains(what)
+}
