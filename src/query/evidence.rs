@@ -133,10 +133,15 @@ pub fn span(rec: &NodeRecord, i: usize) -> Option<(String, [usize; 2])> {
         path.push(&s.heading);
     }
     let start = s.line.max(1);
-    let end = match rec.sections.iter().skip(i + 1).find(|n| n.line > start) {
-        _ if s.end >= start => s.end,
-        Some(next) => next.line - 1,
-        None => start + s.text.lines().count(),
+    // The section's recorded last line; a record without one (an agent summary) ends before
+    // the next section's heading, or after its own text.
+    let end = if s.end >= start {
+        s.end
+    } else {
+        match rec.sections.iter().skip(i + 1).find(|n| n.line > start) {
+            Some(next) => next.line - 1,
+            None => start + s.text.lines().count(),
+        }
     };
     Some((path.join(" > "), [start, end.max(start)]))
 }
