@@ -33,7 +33,7 @@ use heed::{RoTxn, WithoutTls};
 pub const RESIDENT_MAX_ITEMS: u64 = 100_000;
 
 /// True when the vectors `txn` sees (built and pending) fit a resident copy.
-pub(super) fn fits_resident(store: &Store, txn: &RoTxn<WithoutTls>) -> bool {
+fn fits_resident(store: &Store, txn: &RoTxn<WithoutTls>) -> bool {
     let built = arroy::Reader::open(txn, 0, store.vectors).map_or(0, |r| r.n_items());
     let pending = store.pending.len(txn).unwrap_or(u64::MAX);
     built.saturating_add(pending) <= RESIDENT_MAX_ITEMS
@@ -138,23 +138,29 @@ fn distance(dot: f32, pn: f32, qn: f32) -> f32 {
 }
 
 impl Resident {
-    /// The copy in `slot` when it is of the version `txn` sees, else a fresh one (kept).
+    /// The copy in `slot` when it is of the version `txn` sees, else a fresh one (kept); `None`
+    /// when the vectors have grown past [`RESIDENT_MAX_ITEMS`] (a copy held is let go, and
+    /// arroy's trees answer). The size is checked only when the version changes.
     pub(super) fn current(
         slot: &ResidentSlot,
         store: &Store,
         txn: &RoTxn<WithoutTls>,
-    ) -> Result<std::sync::Arc<Resident>, NearError> {
+    ) -> Result<Option<std::sync::Arc<Resident>>, NearError> {
         let version: u64 = store
             .get_meta(txn, VERSION)
             .map_err(NearError::Damage)?
             .unwrap_or(0);
         let mut g = slot.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(r) = g.as_ref().filter(|r| r.version == version) {
-            return Ok(r.clone());
+            return Ok(Some(r.clone()));
+        }
+        if !fits_resident(store, txn) {
+            *g = None;
+            return Ok(None);
         }
         let r = std::sync::Arc::new(Resident::load(store, txn, version)?);
         *g = Some(r.clone());
-        Ok(r)
+        Ok(Some(r))
     }
 
     /// An empty copy; vectors of the form `centre + scale × (±1)` are kept as sign bits when a

@@ -20,7 +20,7 @@
 //!   transaction) differs from the one the query's transaction sees, so an update made by
 //!   another process is never answered from a stale copy.
 
-use super::resident::{fits_resident, Resident, ResidentSlot};
+use super::resident::{Resident, ResidentSlot};
 use super::scan::LoadedVector;
 use super::store::{lm, NodeRecord, Store};
 use super::Error;
@@ -285,15 +285,12 @@ pub(super) fn nearest(
     resident: Option<&ResidentSlot>,
 ) -> Result<Vec<(String, f32, String)>, NearError> {
     let limit = limit.max(1);
-    let hits = match resident {
-        Some(slot) if fits_resident(store, txn) => {
-            Resident::current(slot, store, txn)?.nearest(v, limit)?
-        }
-        Some(slot) => {
-            // Grown past the bound: the copy is let go, the trees answer.
-            *slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            searched(store, txn, v, limit)?
-        }
+    let copy = match resident {
+        Some(slot) => Resident::current(slot, store, txn)?,
+        None => None,
+    };
+    let hits = match copy {
+        Some(r) => r.nearest(v, limit)?,
         None => searched(store, txn, v, limit)?,
     };
     named(store, txn, hits, limit)
