@@ -38,6 +38,8 @@ pub(super) struct Slim {
     pub lang: LangTally,
     pub stale: bool,
     pub agent_error: Option<String>,
+    /// The record has vector items.
+    pub vectors: bool,
 }
 
 impl Slim {
@@ -47,6 +49,7 @@ impl Slim {
             links: rec.links.clone(),
             rels: agent::relations(rec),
             lang: rec.lang,
+            vectors: !rec.items.is_empty(),
             stale: rec.stale,
             agent_error: agent::error(rec),
         }
@@ -320,6 +323,7 @@ fn patch_lite(store: &Store, wtxn: &mut RwTxn, d: &Delta) -> Result<(), Error> {
             node: s.node.clone(),
             in_degree: 0,
             out_degree: 0,
+            vectors: s.vectors,
         };
         store.lite.put(wtxn, &s.node.id, &lite).map_err(lm)?;
     }

@@ -55,7 +55,7 @@ use store::{lm, Store};
 use text::TextIndex;
 
 /// Version of the cache layout and of what it derives. Bump to force a rebuild everywhere.
-pub const CACHE_VERSION: u32 = 8;
+pub const CACHE_VERSION: u32 = 9;
 
 /// Cache errors.
 #[derive(Debug, thiserror::Error)]

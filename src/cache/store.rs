@@ -83,6 +83,11 @@ pub struct NodeLite {
     pub node: Node,
     pub in_degree: u32,
     pub out_degree: u32,
+    /// The node has vector items (a spec without any, like an event, or kept without its
+    /// unreadable vectors, has none): the hybrid ranking asks this of every lexical candidate
+    /// the vector search did not return, which a full record would cost a text decode each.
+    #[serde(default)]
+    pub vectors: bool,
 }
 
 /// A resolved, typed edge.

@@ -317,9 +317,9 @@ fn feedback(
     Ok(())
 }
 
-/// True when the node has at least one embedded chunk.
+/// True when the node has at least one embedded chunk (read from its identity record).
 fn has_vectors(snap: &Snapshot<'_>, id: &str) -> Result<bool, Error> {
-    Ok(snap.node(id)?.is_some_and(|r| !r.items.is_empty()))
+    Ok(snap.lite(id)?.is_some_and(|l| l.vectors))
 }
 
 /// QRY-003: hybrid search (semantic + lexical + graph).

@@ -185,6 +185,9 @@ fn corrupt_vector_file_is_named_and_regenerated() {
     assert!(g.status.success(), "{}", text(&g));
     let q = kdd_env(dir, &["search", "--lexical", "Pedido", "--json"], TEST);
     assert!(stdout_has(&q, "Entity:Pedido"), "{}", text(&q));
+    // Its identity record says it has no vectors (the hybrid ranking reads that flag, not
+    // the full record), and says so again once the file is regenerated.
+    assert!(!lite_vectors(dir, "Entity:Pedido"));
     let o = kdd_env(dir, &["index"], TEST);
     assert!(o.status.success(), "{}", text(&o));
     assert!(
@@ -194,6 +197,7 @@ fn corrupt_vector_file_is_named_and_regenerated() {
     );
     assert_eq!(embedded(&o), 2);
     assert_eq!(std::fs::read(&p).unwrap(), good);
+    assert!(lite_vectors(dir, "Entity:Pedido"));
     // A crafted file of centred codes whose centre this build does not ship (a teammate's newer
     // kdd, or a forgery) is refused by name, never decoded against the wrong centre.
     let mut crafted = b"KDDV\x02\x00\x05\x09\x80\x01".to_vec();
@@ -209,6 +213,20 @@ fn corrupt_vector_file_is_named_and_regenerated() {
     );
     assert!(kdd_env(dir, &["index"], TEST).status.success());
     assert_eq!(std::fs::read(&p).unwrap(), good);
+}
+
+/// The `vectors` flag of a node's identity record in a query cache of `dir` kept across calls
+/// (so a later call updates it incrementally).
+fn lite_vectors(dir: &Path, id: &str) -> bool {
+    let cache = kdd::cache::Cache::open_paths(
+        &dir.join(".kdd-index"),
+        dir,
+        &dir.join(".git/kdd-cache-lite-test"),
+        &kdd::cache::OpenOptions::default(),
+    )
+    .expect("cache opens");
+    let snap = cache.snapshot().expect("snapshot");
+    snap.lite(id).expect("lite").expect("node").vectors
 }
 
 #[test]
