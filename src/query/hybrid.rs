@@ -147,9 +147,10 @@ fn semantic_one(
             .unwrap_or("no embedding model loaded")
             .to_string()));
     };
-    let embedding = crate::trace::span("embed_query");
-    let v = emb.embed_query(query);
-    drop(embedding);
+    let v = {
+        let _span = crate::trace::span("embed_query");
+        emb.embed_query(query)
+    };
     let v = match v {
         Ok(v) => v,
         Err(e) => return Ok(Err(format!("embedding the query failed: {e}"))),
