@@ -33,6 +33,19 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// Weight of the translation fields: a body's (1.0), or `KDD_RANK_DOC_TR` (0–3) for sweeps.
+/// Read here, not in `query/knobs.rs`, because the weight applies inside the text index.
+pub(super) fn weight() -> f32 {
+    static W: std::sync::OnceLock<f32> = std::sync::OnceLock::new();
+    *W.get_or_init(|| {
+        std::env::var("KDD_RANK_DOC_TR")
+            .ok()
+            .and_then(|v| v.parse::<f32>().ok())
+            .filter(|w| (0.0..=3.0).contains(w))
+            .unwrap_or(1.0)
+    })
+}
+
 /// Share of a spec's function words that must be of one language for it to be translated.
 pub const SHARE: f32 = 0.6;
 /// At most this many characters of a spec are translated (specs are far shorter).

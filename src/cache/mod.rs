@@ -422,6 +422,13 @@ impl Snapshot<'_> {
             .map_err(|e| self.bad(lm(e)))
     }
 
+    /// A node's degrees and vectors flag, without its identity (see [`store::Degrees`]).
+    pub fn degrees(&self, id: &str) -> Result<Option<store::Degrees>, Error> {
+        let lite = self.cache.store.lite;
+        let counts = lite.remap_data_type::<heed::types::SerdeJson<store::Degrees>>();
+        counts.get(&self.txn, id).map_err(|e| self.bad(lm(e)))
+    }
+
     /// A record holding only the node identity (no fields, no text): for graph walks.
     pub fn node_brief(&self, id: &str) -> Result<Option<NodeRecord>, Error> {
         Ok(self.lite(id)?.map(|l| NodeRecord::brief(l.node)))
@@ -580,5 +587,10 @@ impl Snapshot<'_> {
     /// Significant words of a query (folded, stop words dropped) for snippets.
     pub fn query_words(&self, text: &str) -> Vec<String> {
         self.cache.text.query_words(text)
+    }
+
+    /// Each significant word of `text`, repeats included, until `f` returns false.
+    pub fn each_query_word(&self, text: &str, f: impl FnMut(&str) -> bool) {
+        text::each_query_word(text, f)
     }
 }

@@ -90,6 +90,16 @@ pub struct NodeLite {
     pub vectors: bool,
 }
 
+/// A [`NodeLite`]'s counts alone, read from the same record without decoding the identity's
+/// strings: graph walks ask a neighbour's in-degree, the fusion a candidate's vectors flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub struct Degrees {
+    pub in_degree: u32,
+    pub out_degree: u32,
+    #[serde(default)]
+    pub vectors: bool,
+}
+
 /// A resolved, typed edge.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Edge {

@@ -9,8 +9,9 @@
 pub use super::lang::LangTally;
 use super::store::NodeRecord;
 use super::Error;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::LazyLock;
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
@@ -84,6 +85,20 @@ pub fn expand_identifier(s: &str) -> String {
         words.push(cur);
     }
     format!("{s} {}", words.join(" "))
+}
+
+/// Each content word of `text` in order, repeats included: folded, longer than two
+/// characters, not a stop word. `f` returns false to stop early.
+pub fn each_query_word(text: &str, mut f: impl FnMut(&str) -> bool) {
+    static STOP: LazyLock<HashSet<&str>> = LazyLock::new(|| STOP_WORDS.iter().copied().collect());
+    let mut a = analyzer(None, false);
+    let mut ts = a.token_stream(text);
+    while ts.advance() {
+        let w = ts.token().text.as_str();
+        if w.chars().count() > 2 && !STOP.contains(w) && !f(w) {
+            return;
+        }
+    }
 }
 
 fn analyzer(lang: Option<Language>, stop: bool) -> TextAnalyzer {
@@ -181,19 +196,6 @@ fn register(index: &Index) {
 
 /// Section index marking a node's identity document.
 pub const NODE_DOC: u64 = u64::MAX;
-
-/// Weight of the translation fields: a body's (1.0), or `KDD_RANK_DOC_TR` (0–3) for sweeps.
-/// Read here, not in `query/knobs.rs`, because the weight applies inside the text index.
-fn doc_tr_weight() -> f32 {
-    static W: std::sync::OnceLock<f32> = std::sync::OnceLock::new();
-    *W.get_or_init(|| {
-        std::env::var("KDD_RANK_DOC_TR")
-            .ok()
-            .and_then(|v| v.parse::<f32>().ok())
-            .filter(|w| (0.0..=3.0).contains(w))
-            .unwrap_or(1.0)
-    })
-}
 
 /// An open tantivy index.
 pub struct TextIndex {
@@ -404,15 +406,13 @@ impl TextIndex {
 
     /// Query terms of the analysed text, per field, for snippets and explanations.
     pub fn query_words(&self, text: &str) -> Vec<String> {
-        let mut a = analyzer(None, false);
-        let mut out = Vec::new();
-        let mut ts = a.token_stream(text);
-        while ts.advance() {
-            let w = ts.token().text.clone();
-            if w.chars().count() > 2 && !STOP_WORDS.contains(&w.as_str()) && !out.contains(&w) {
-                out.push(w);
+        let mut out: Vec<String> = Vec::new();
+        each_query_word(text, |w| {
+            if !out.iter().any(|o| o == w) {
+                out.push(w.to_string());
             }
-        }
+            true
+        });
         out
     }
 
@@ -495,7 +495,10 @@ impl TextIndex {
         for field in tr_fields.iter().flatten().copied() {
             for t in self.terms(field, text) {
                 let q: Box<dyn Query> = Box::new(TermQuery::new(t, IndexRecordOption::WithFreqs));
-                clauses.push((Occur::Should, Box::new(BoostQuery::new(q, doc_tr_weight()))));
+                clauses.push((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(q, super::doctr::weight())),
+                ));
             }
         }
         if clauses.is_empty() {

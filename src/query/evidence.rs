@@ -25,7 +25,6 @@
 //! 1-based lines of the spec file.
 
 use crate::cache::{NodeRecord, Snapshot};
-use std::collections::HashSet;
 
 /// Words are compared by this many leading (folded) characters.
 pub const PREFIX: usize = 5;
@@ -50,7 +49,12 @@ pub const BASE: f32 = 0.4;
 pub const DEFAULT_MIN_SCORE: f32 = 0.10;
 
 fn stem(w: &str) -> String {
-    w.chars().take(PREFIX).collect()
+    prefix(w).to_string()
+}
+
+/// The first [`PREFIX`] characters of `w`.
+fn prefix(w: &str) -> &str {
+    w.char_indices().nth(PREFIX).map_or(w, |(i, _)| &w[..i])
 }
 
 /// The stems of a question's content words.
@@ -70,23 +74,29 @@ pub fn coverage(snap: &Snapshot<'_>, rec: &NodeRecord, stems: &[String]) -> f32 
     if stems.is_empty() {
         return 0.0;
     }
-    let mut have: HashSet<String> = HashSet::new();
-    let mut add = |t: &str| {
-        for w in snap.query_words(t) {
-            have.insert(stem(&w));
-        }
+    let mut found = vec![false; stems.len()];
+    let mut left = stems.len();
+    // False once every stem is found: the rest of the spec cannot change the share.
+    let mut look = |t: &str| {
+        snap.each_query_word(t, |w| {
+            let s = prefix(w);
+            for (f, _) in found.iter_mut().zip(stems).filter(|(f, x)| !**f && *x == s) {
+                *f = true;
+                left -= 1;
+            }
+            left > 0
+        });
+        left > 0
     };
-    add(&rec.node.id.replace(['-', '_', ':'], " "));
-    add(&rec.node.title);
-    for a in &rec.node.aliases {
-        add(a);
-    }
-    for s in &rec.sections {
-        add(&s.heading);
-        add(&s.text);
-    }
-    let found = stems.iter().filter(|s| have.contains(*s)).count();
-    found as f32 / stems.len() as f32
+    let id = rec.node.id.replace(['-', '_', ':'], " ");
+    let _ = look(&id)
+        && look(&rec.node.title)
+        && rec.node.aliases.iter().all(|a| look(a))
+        && rec
+            .sections
+            .iter()
+            .all(|s| look(&s.heading) && look(&s.text));
+    (stems.len() - left) as f32 / stems.len() as f32
 }
 
 /// Semantic closeness of a raw cosine (0–1).

@@ -164,7 +164,7 @@ fn neighbours(
         if respect_layers && viol {
             continue;
         }
-        let indeg = snap.lite(&nb)?.map_or(1, |l| l.in_degree.max(1)) as f32;
+        let indeg = snap.degrees(&nb)?.map_or(1, |l| l.in_degree.max(1)) as f32;
         let hub = 1.0 / (1.0 + (indeg / 8.0)).sqrt();
         let dir_w = if outgoing { 1.0 } else { 0.8 };
         let weight = edge_weight(&ty) * dir_w * hub;

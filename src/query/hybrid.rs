@@ -320,7 +320,7 @@ fn feedback(
 
 /// True when the node has at least one embedded chunk (read from its identity record).
 fn has_vectors(snap: &Snapshot<'_>, id: &str) -> Result<bool, Error> {
-    Ok(snap.lite(id)?.is_some_and(|l| l.vectors))
+    Ok(snap.degrees(id)?.is_some_and(|l| l.vectors))
 }
 
 /// QRY-003: hybrid search (semantic + lexical + graph).

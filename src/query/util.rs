@@ -86,6 +86,12 @@ fn fold_map(s: &str) -> (String, Vec<usize>) {
     let mut out = String::new();
     let mut map = Vec::new();
     for (i, c) in s.char_indices() {
+        // ASCII folds to itself lowercased (one byte): no decomposition to look up.
+        if c.is_ascii() {
+            out.push(c.to_ascii_lowercase());
+            map.push(i);
+            continue;
+        }
         for f in c.to_lowercase().flat_map(|l| l.nfkd().collect::<Vec<_>>()) {
             if unicode_normalization::char::is_combining_mark(f) {
                 continue;
