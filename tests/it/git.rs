@@ -1137,6 +1137,32 @@ fn post_checkout_heals_a_stale_branch() {
 }
 
 #[test]
+fn post_commit_amends_a_commit_made_without_the_pre_commit_hook() {
+    let r = installed();
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "no-verify"),
+    );
+    let o = crate::repo::command("git", &r.dir)
+        .args(["commit", "-q", "-a", "--no-verify", "-m", "skip pre-commit"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    // The message names the commit once ("the commit", not "the commit commit").
+    assert!(
+        err.contains("kdd: the commit now carries the healed index"),
+        "{err}"
+    );
+    assert!(!err.contains("commit commit"), "{err}");
+    assert_eq!(
+        r.git(&["log", "-1", "--format=%s"]).trim(),
+        "skip pre-commit"
+    );
+    verify(&r, "HEAD");
+}
+
+#[test]
 fn kdd_merge_0_falls_back_to_text_merge_and_resolve_repairs() {
     let r = installed();
     let p = "specs/01-domain/entities/Pedido.md";

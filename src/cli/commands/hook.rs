@@ -207,8 +207,13 @@ fn settle(settings: &Settings, r: &Report, event: &str) {
         }
         if mode == Settle::Amend && crate::git::head_is_local(dir)? {
             let id = crate::git::amend_head(dir, &reason)?;
+            // "the commit", "the merge commit", "the rewrite commit" (never "commit commit").
+            let which = match event {
+                "commit" => "commit".to_string(),
+                other => format!("{other} commit"),
+            };
             output::info(&format!(
-                "kdd: the {event} commit now carries the healed index ({})",
+                "kdd: the {which} now carries the healed index ({})",
                 &id[..12.min(id.len())]
             ));
         } else {
