@@ -198,7 +198,7 @@ fn keep_best(mut hits: Vec<Hit>, limit: usize) -> Vec<Hit> {
 /// handing it to another thread).
 const PAR_MIN_ROWS: usize = 4096;
 
-/// Rows of sign bits scored together by [`Bits::scan`].
+/// Rows of sign bits scored together by [`Scan::rows`].
 const SCAN_BLOCK: usize = 64;
 
 /// arroy's cosine distance from a dot product and the two norms.
