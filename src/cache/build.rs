@@ -65,6 +65,13 @@ fn load_record(
 ) -> Loaded {
     let node_path = index_dir.join("nodes").join(format!("{stem}.json"));
     let node: Node = read_node(&node_path).map_err(|e| e.to_string())?;
+    // kdd never writes a node whose `source_file` is not a spec path (`..`, absolute, outside
+    // the specs root): such a committed node is crafted, and is left out rather than listed
+    // as a stale spec under that path.
+    if let Err(e) = crate::roots::check_source(&node.source_file, roots) {
+        let at = format!("{}/nodes/{stem}.json", crate::paths::INDEX_DIR);
+        return Err(format!("{at}: node left out; its source_file {e}"));
+    }
     let links = read_links(&index_dir.join("edges").join(format!("{stem}.jsonl")))
         .map_err(|e| e.to_string())?;
     // The committed `source_file` is checked and read under the one rule (`crate::source`):

@@ -198,12 +198,23 @@ fn crafted_v2_files_are_named_errors() {
         "{\"type\":\"WIKI_LINK\",\"to\":[1,2]}\n",
     )
     .unwrap();
+    // A node naming a path outside the repository (no spec of it exists, nothing is read).
+    std::fs::write(
+        idx.join("nodes/entity/Crafted.json"),
+        "{\"id\":\"Entity:Crafted\",\"kind\":\"entity\",\"source_file\":\"../../../../etc/passwd\",\"source_hash\":\"00000000000000000000000000000000\",\"title\":\"factura crafted\",\"layer\":\"01-domain\"}\n",
+    )
+    .unwrap();
     let o = kdd_env(dir.path(), &["query", "factura del pedido", "--json"], TEST);
     let all = text(&o);
+    assert!(
+        !all.contains("Entity:Crafted"),
+        "a crafted node was listed: {all}"
+    );
     for named in [
         "embeddings/entity/Cliente.bin",
         "embeddings/entity/Pedido.bin",
         "edges/event/EVT-Cliente-Registrado.jsonl",
+        "nodes/entity/Crafted.json: node left out",
     ] {
         assert!(all.contains(named), "{named} not named: {all}");
     }
