@@ -54,8 +54,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use store::{lm, Store};
 use text::TextIndex;
 
-/// Version of the cache layout and of what it derives. Bump to force a rebuild everywhere.
-pub const CACHE_VERSION: u32 = 9;
+/// Version of the cache layout and of what it derives. Bump to force a rebuild everywhere
+/// (10: caches built before crafted nodes were left out drop them).
+pub const CACHE_VERSION: u32 = 10;
 
 /// Cache errors.
 #[derive(Debug, thiserror::Error)]
