@@ -68,15 +68,15 @@ fn load_record(
     // kdd never writes a node whose `source_file` is not a spec path (`..`, absolute, outside
     // the specs root): such a committed node is crafted, and is left out rather than listed
     // as a stale spec under that path.
-    if let Err(e) = crate::roots::check_source(&node.source_file, roots) {
+    let rel = crate::roots::check_source(&node.source_file, roots).map_err(|e| {
         let at = format!("{}/nodes/{stem}.json", crate::paths::INDEX_DIR);
-        return Err(format!("{at}: node left out; its source_file {e}"));
-    }
+        format!("{at}: node left out; its source_file {e}")
+    })?;
     let links = read_links(&index_dir.join("edges").join(format!("{stem}.jsonl")))
         .map_err(|e| e.to_string())?;
-    // The committed `source_file` is checked and read under the one rule (`crate::source`):
-    // never an absolute path, `..`, a link or a device; anything else is a stale node.
-    let bytes = crate::roots::read_source(repo_root, &node.source_file, roots);
+    // The checked path is read under the one rule (`crate::source`): never a link or a device;
+    // a spec that cannot be read is a stale node.
+    let bytes = crate::source::read_checked(repo_root, &rel);
     let (fields, sections, stale, extracted) = match bytes {
         Ok(bytes) => {
             let stale =

@@ -339,7 +339,8 @@ impl Resident {
             ))));
         }
         let q = leaf(v);
-        let mut hits: Vec<Hit> = Vec::with_capacity(packed + floats);
+        // The sign bits give at most `limit` per scanned part, the floats one hit each.
+        let mut hits: Vec<Hit> = Vec::with_capacity(floats + limit.min(packed));
         if let Some(b) = &self.bits {
             b.best(v, Cosine::norm_no_header(&q.vector), limit, &mut hits);
         }
