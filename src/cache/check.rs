@@ -287,8 +287,24 @@ pub fn unseal(gen: &Path) -> Result<(), Error> {
 }
 
 /// Is this generation complete and undamaged as far as cheap checks can tell? `Err` says why
-/// not. Costs two page reads, one small file read and a `stat` per tantivy file.
-pub fn intact(gen: &Path) -> Result<(), String> {
+/// not: [`Error::Outdated`] for a generation another kdd version built (nothing is wrong with
+/// it), [`Error::Corrupt`] otherwise. Costs two page reads, one small file read and a `stat` per
+/// tantivy file.
+pub fn intact(gen: &Path) -> Result<(), Error> {
+    let corrupt = |why: String| Error::Corrupt(format!("{}: {why}", gen.display()));
+    let want = read_marker(gen).map_err(corrupt)?;
+    if want.cache_version != super::CACHE_VERSION {
+        return Err(Error::Outdated(format!(
+            "cache version {}, expected {}",
+            want.cache_version,
+            super::CACHE_VERSION
+        )));
+    }
+    matches_marker(gen, &want).map_err(corrupt)
+}
+
+/// The `complete` marker, or why there is none.
+fn read_marker(gen: &Path) -> Result<Marker, String> {
     let marker = gen.join(MARKER);
     let bytes = match read_small(&marker, 1 << 20) {
         Ok(b) => b,
@@ -301,15 +317,11 @@ pub fn intact(gen: &Path) -> Result<(), String> {
         }
         Err(_) => return Err("incomplete (no `complete` marker: a build did not finish)".into()),
     };
-    let want: Marker =
-        serde_json::from_slice(&bytes).map_err(|e| format!("unreadable marker: {e}"))?;
-    if want.cache_version != super::CACHE_VERSION {
-        return Err(format!(
-            "cache version {}, expected {}",
-            want.cache_version,
-            super::CACHE_VERSION
-        ));
-    }
+    serde_json::from_slice(&bytes).map_err(|e| format!("unreadable marker: {e}"))
+}
+
+/// Do the LMDB meta pages and tantivy's files still match what the marker recorded?
+fn matches_marker(gen: &Path, want: &Marker) -> Result<(), String> {
     let have = lmdb_meta(&gen.join("lmdb"))?;
     if have != want.lmdb {
         return Err(format!(

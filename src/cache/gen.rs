@@ -86,6 +86,8 @@ pub enum Health {
     /// The live generation is damaged (why); it has been condemned, so the next open
     /// rebuilds it into a fresh generation.
     Damaged(PathBuf, String),
+    /// Another kdd version built it (why): nothing is wrong, the next open builds anew.
+    Outdated(String),
 }
 
 /// Check the live generation of the cache under `root` thoroughly: the cheap pre-open checks,
@@ -94,12 +96,12 @@ pub fn health(root: &Path) -> Health {
     let Some(gen) = read_current(root) else {
         return Health::Missing;
     };
-    let res = gen_ok(&gen)
-        .map_err(|e| match e {
-            Error::Corrupt(why) => why,
-            e => e.to_string(),
-        })
-        .and_then(|(store, text, _)| check::deep(&store, &text));
+    let res = match gen_ok(&gen) {
+        Err(Error::Outdated(why)) => return Health::Outdated(why),
+        Err(Error::Corrupt(why)) => Err(why),
+        Err(e) => Err(e.to_string()),
+        Ok((store, text, _)) => check::deep(&store, &text),
+    };
     match res {
         Ok(()) => Health::Intact(gen),
         Err(why) => {
@@ -111,7 +113,7 @@ pub fn health(root: &Path) -> Health {
 
 pub(super) fn gen_ok(gen: &Path) -> Result<(Store, TextIndex, Option<String>), Error> {
     // Checked with plain reads before LMDB maps anything (a truncated file is a SIGBUS).
-    check::intact(gen).map_err(|why| Error::Corrupt(format!("{}: {why}", gen.display())))?;
+    check::intact(gen)?;
     let store = store_for(&gen.join("lmdb"))?;
     let text = TextIndex::open(&gen.join("text"))?;
     let rtxn = store.rtxn()?;

@@ -309,6 +309,18 @@ fn cache_is_fresh_incremental_and_self_healing() {
     assert!(o.status.success(), "{}", text(&o));
     let c = open(dir.path(), cache_dir.path());
     assert!(c.last_update().expect("rebuilt").full);
+    assert_eq!(c.healed().len(), 1, "the damage is reported once");
+    assert_ne!(c.generation(), gen.as_path());
+    // A generation another kdd version built is rebuilt without a word about damage.
+    let gen = c.generation().to_path_buf();
+    drop(c);
+    let marker = gen.join("complete");
+    let mut m: Value = serde_json::from_slice(&std::fs::read(&marker).unwrap()).unwrap();
+    m["cache_version"] = (kdd::cache::CACHE_VERSION - 1).into();
+    std::fs::write(&marker, serde_json::to_vec(&m).unwrap()).unwrap();
+    let c = open(dir.path(), cache_dir.path());
+    assert!(c.last_update().expect("rebuilt").full);
+    assert!(c.healed().is_empty(), "{:?}", c.healed());
     assert_ne!(c.generation(), gen.as_path());
 }
 

@@ -532,11 +532,14 @@ fn cache_check(global: &GlobalArgs, fix: bool, checks: &mut Vec<Check>) {
     let root = cache::cache_root(&settings);
     let (gen, why) = match cache::health(&root) {
         Health::Missing => {
-            checks.push(Check::new(
-                "cache",
-                Status::Info,
-                "no query cache yet (the first query builds it)",
-            ));
+            let msg = "no query cache yet (the first query builds it)";
+            checks.push(Check::new("cache", Status::Info, msg));
+            return;
+        }
+        Health::Outdated(why) => {
+            let msg =
+                format!("query cache built by another kdd ({why}); the next query rebuilds it");
+            checks.push(Check::new("cache", Status::Info, msg));
             return;
         }
         Health::Intact(gen) => {
