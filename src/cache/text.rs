@@ -277,11 +277,18 @@ impl TextIndex {
     }
 
     /// A writer (one thread, modest memory, no background merges: see [`TextIndex::commit`]).
+    /// A busy lock is retried for up to a second: a process being spawned by another thread
+    /// holds a copy of the lock file just closed here until it execs (the writer lock of the
+    /// whole cache, `gen.rs`, is what keeps two kdd processes apart).
     pub fn writer(&self) -> Result<IndexWriter<TantivyDocument>, Error> {
-        let w = self
-            .index
-            .writer_with_num_threads(1, 30_000_000)
-            .map_err(|e| Error::Corrupt(format!("text index writer: {e}")))?;
+        let mut tries = 0;
+        let w = loop {
+            match self.index.writer_with_num_threads(1, 30_000_000) {
+                Err(tantivy::TantivyError::LockFailure(..)) if tries < 50 => tries += 1,
+                r => break r.map_err(|e| Error::Corrupt(format!("text index writer: {e}")))?,
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
         w.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
         Ok(w)
     }
