@@ -92,7 +92,9 @@ pub struct Settings {
 impl Settings {
     /// Discover the repository containing `start` and resolve every location.
     pub fn discover(start: &Path, specs_override: Option<&str>) -> Result<Settings, Error> {
-        let repo = gix::discover(start).map_err(|_| Error::NotARepo {
+        // Made absolute first: gix does not find a bare repository by a relative path such as
+        // `../server.git` when the current directory is inside another repository's work tree.
+        let repo = gix::discover(absolute(start)).map_err(|_| Error::NotARepo {
             path: start.to_path_buf(),
         })?;
         let git_common_dir = absolute(repo.common_dir());

@@ -62,6 +62,15 @@ fn read_commands_answer_from_a_bare_repository() {
     // mirrors the tree itself.
     let o = origin.kdd(&["-C", b, "--json", "query", "lineas de compra del cliente"]);
     assert_eq!(ids(&o), vec!["Entity:Pedido"]);
+    // A relative path given inside a clone's work tree names the bare repository, as `git -C`.
+    let q = [
+        "-C",
+        "../server.git",
+        "--json",
+        "query",
+        "lineas de compra del cliente",
+    ];
+    assert_eq!(ids(&a.kdd(&q)), vec!["Entity:Pedido"]);
     for args in [
         vec!["status", "--json"],
         vec!["graph", "Entity:Pedido"],
