@@ -151,6 +151,13 @@ pub fn describe(u: &RefUpdate) -> String {
             c.nodes,
             c.added + c.updated + c.removed
         ));
+        if let Some(first) = c.errors.first() {
+            s.push_str(&format!(
+                " ({} left out or degraded, first: {})",
+                c.errors.len(),
+                first.chars().take(300).collect::<String>()
+            ));
+        }
     }
     s.push_str(&format!("; fresh in {} ms", u.millis));
     if let Some(e) = &u.error {

@@ -711,6 +711,51 @@ fn has_node(port: u16, id: &str) -> bool {
     g.status == 200 && g.json()["center_node"]["id"] == id
 }
 
+/// A node artifact crafted to point outside the specs root, pushed past every hook, is left out
+/// of the bare server's answers, and the push's report names it to the pusher.
+#[test]
+fn a_crafted_node_pushed_past_the_hooks_is_named_in_the_push_report() {
+    let origin = Repo::new();
+    let bare = origin.tmp.path().join("server.git");
+    origin.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
+    install_post_receive(&bare);
+    let a = origin.at(origin.tmp.path().join("a"));
+    origin.git(&[
+        "clone",
+        "-q",
+        bare.to_str().unwrap(),
+        a.dir.to_str().unwrap(),
+    ]);
+    a.git(&["config", "user.name", "A"]);
+    a.git(&["config", "user.email", "a@kdd.invalid"]);
+    write_corpus(&a);
+    index(&a);
+    a.git(&["add", "-A"]);
+    a.git(&["commit", "-qm", "A: specs"]);
+    push(&a);
+    a.write(
+        ".kdd-index/nodes/use-case/UC-777.json",
+        "{\"id\":\"UC:UC-777\",\"kind\":\"use-case\",\"source_file\":\"../../../../etc/passwd\",\"source_hash\":\"00000000000000000000000000000000\",\"title\":\"root daemon\",\"layer\":\"02-behavior\"}\n",
+    );
+    a.git(&["add", "-A"]);
+    a.git(&["commit", "-qm", "crafted"]);
+    let log = push(&a);
+    assert!(
+        log.contains(".kdd-index/nodes/use-case/UC-777.json: node left out"),
+        "{log}"
+    );
+    let o = origin.kdd(&[
+        "-C",
+        bare.to_str().unwrap(),
+        "--json",
+        "query",
+        "root daemon",
+    ]);
+    let (out, err) = text(&o);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{out}\n{err}");
+    assert!(!out.contains("UC-777"), "{out}");
+}
+
 #[test]
 fn bare_repo_serves_pushes_from_two_clones() {
     let origin = Repo::new();
