@@ -389,9 +389,33 @@ fn run(ops: &[Op]) {
         let fresh = open(&r, &r.tmp.path().join(format!("fresh-{n}")), true);
         let (a, b) = (graph(&incr), graph(&fresh));
         assert!(
-            a == b,
+            same(&a, &b),
             "after step {n} ({op:?}) of {ops:?}, the incrementally updated cache holds\n{a:#}\nbut a fresh rebuild holds\n{b:#}"
         );
+    }
+}
+
+/// Equal JSON, except that fractional numbers (scores) may differ by 1e-3: the same document's
+/// BM25 score can differ in its last bit between an updated and a freshly built text index
+/// (seen: 5.532965 against 5.5329657; tantivy sums a document's term scores in an order that
+/// can depend on the segment layout), and a score rounded to four decimals for the answer can
+/// then differ in its last digit.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
+            let (x, y) = (
+                x.as_f64().unwrap_or(f64::NAN),
+                y.as_f64().unwrap_or(f64::NAN),
+            );
+            (x - y).abs() <= 1e-3
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
     }
 }
 
@@ -413,4 +437,29 @@ proptest! {
     fn incremental_graph_equals_a_fresh_rebuild(ops in proptest::collection::vec(op(), 1..9)) {
         run(&ops);
     }
+}
+
+/// A case proptest found (the scores of one spec differed in the last bit between an updated and
+/// a fresh index, and its answer score in the fourth decimal).
+#[test]
+fn an_update_whose_scores_differ_in_the_last_bit_still_answers_like_a_fresh_rebuild() {
+    use Op::*;
+    let s = |domain, variant, title, aliases: Vec<usize>, links: Vec<usize>, phrase| Spec {
+        domain,
+        variant,
+        title,
+        aliases,
+        links,
+        phrase,
+    };
+    run(&[
+        Aliases(0, vec![1], 2),
+        Put(4, s(1, 0, 0, vec![], vec![14, 10, 3, 19], 1)),
+        Links(3, vec![15, 15, 0]),
+        Put(2, s(1, 0, 2, vec![3, 0], vec![3, 18], 0)),
+        Put(5, s(0, 0, 0, vec![], vec![5, 13, 6], 1)),
+        Rename(2),
+        Move(4),
+        Put(2, s(0, 1, 1, vec![1], vec![13, 5, 7, 19], 1)),
+    ]);
 }
