@@ -13,15 +13,7 @@ fn pushed() -> (Repo, std::path::PathBuf, Repo) {
     let origin = Repo::new();
     let bare = origin.tmp.path().join("server.git");
     origin.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
-    let a = origin.at(origin.tmp.path().join("a"));
-    origin.git(&[
-        "clone",
-        "-q",
-        bare.to_str().unwrap(),
-        a.dir.to_str().unwrap(),
-    ]);
-    a.git(&["config", "user.name", "A"]);
-    a.git(&["config", "user.email", "a@kdd.invalid"]);
+    let a = origin.clone_of(&bare, "a");
     a.write(
         "specs/01-domain/entities/Pedido.md",
         &entity(

@@ -77,6 +77,20 @@ impl Repo {
         }
     }
 
+    /// `git clone` the repository at `from` into `<tmp>/name`, with a committer identity.
+    pub fn clone_of(&self, from: &Path, name: &str) -> Repo {
+        let c = self.at(self.tmp.path().join(name));
+        self.git(&[
+            "clone",
+            "-q",
+            from.to_str().unwrap(),
+            c.dir.to_str().unwrap(),
+        ]);
+        c.git(&["config", "user.name", name]);
+        c.git(&["config", "user.email", &format!("{name}@kdd.invalid")]);
+        c
+    }
+
     /// `git clone` this repository into `<tmp>/name`; the clone's path.
     pub fn clone_to(&self, name: &str) -> PathBuf {
         let dest = self.tmp.path().join(name);

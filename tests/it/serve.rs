@@ -711,28 +711,31 @@ fn has_node(port: u16, id: &str) -> bool {
     g.status == 200 && g.json()["center_node"]["id"] == id
 }
 
+/// A bare `server.git` beside `origin`'s work tree, with the post-receive hook.
+fn bare_server(origin: &Repo) -> std::path::PathBuf {
+    let bare = origin.tmp.path().join("server.git");
+    origin.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
+    install_post_receive(&bare);
+    bare
+}
+
+/// Write, index, commit and push the corpus; the push's report.
+fn publish_corpus(r: &Repo) -> String {
+    write_corpus(r);
+    index(r);
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "specs"]);
+    push(r)
+}
+
 /// A node artifact crafted to point outside the specs root, pushed past every hook, is left out
 /// of the bare server's answers, and the push's report names it to the pusher.
 #[test]
 fn a_crafted_node_pushed_past_the_hooks_is_named_in_the_push_report() {
     let origin = Repo::new();
-    let bare = origin.tmp.path().join("server.git");
-    origin.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
-    install_post_receive(&bare);
-    let a = origin.at(origin.tmp.path().join("a"));
-    origin.git(&[
-        "clone",
-        "-q",
-        bare.to_str().unwrap(),
-        a.dir.to_str().unwrap(),
-    ]);
-    a.git(&["config", "user.name", "A"]);
-    a.git(&["config", "user.email", "a@kdd.invalid"]);
-    write_corpus(&a);
-    index(&a);
-    a.git(&["add", "-A"]);
-    a.git(&["commit", "-qm", "A: specs"]);
-    push(&a);
+    let bare = bare_server(&origin);
+    let a = origin.clone_of(&bare, "a");
+    publish_corpus(&a);
     a.write(
         ".kdd-index/nodes/use-case/UC-777.json",
         "{\"id\":\"UC:UC-777\",\"kind\":\"use-case\",\"source_file\":\"../../../../etc/passwd\",\"source_hash\":\"00000000000000000000000000000000\",\"title\":\"root daemon\",\"layer\":\"02-behavior\"}\n",
@@ -759,25 +762,11 @@ fn a_crafted_node_pushed_past_the_hooks_is_named_in_the_push_report() {
 #[test]
 fn bare_repo_serves_pushes_from_two_clones() {
     let origin = Repo::new();
-    let bare = origin.tmp.path().join("server.git");
-    origin.git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
-    install_post_receive(&bare);
+    let bare = bare_server(&origin);
 
     // Clone A publishes the first specs.
-    let a = origin.at(origin.tmp.path().join("a"));
-    origin.git(&[
-        "clone",
-        "-q",
-        bare.to_str().unwrap(),
-        a.dir.to_str().unwrap(),
-    ]);
-    a.git(&["config", "user.name", "A"]);
-    a.git(&["config", "user.email", "a@kdd.invalid"]);
-    write_corpus(&a);
-    index(&a);
-    a.git(&["add", "-A"]);
-    a.git(&["commit", "-qm", "A: specs"]);
-    let log = push(&a);
+    let a = origin.clone_of(&bare, "a");
+    let log = publish_corpus(&a);
     assert!(log.contains("kdd: refs/heads/main"), "hook report: {log}");
 
     let srv = Server::start(&bare, &["--bind", "127.0.0.1:0"], &[]).expect("serve bare");
@@ -785,15 +774,7 @@ fn bare_repo_serves_pushes_from_two_clones() {
     assert!(has_node(p, "Entity:Pedido"));
 
     // Clone B adds a rule and pushes.
-    let b = origin.at(origin.tmp.path().join("b"));
-    origin.git(&[
-        "clone",
-        "-q",
-        bare.to_str().unwrap(),
-        b.dir.to_str().unwrap(),
-    ]);
-    b.git(&["config", "user.name", "B"]);
-    b.git(&["config", "user.email", "b@kdd.invalid"]);
+    let b = origin.clone_of(&bare, "b");
     b.write(
         "specs/01-domain/rules/BR-STOCK-001.md",
         &spec(
