@@ -291,7 +291,11 @@ pub fn unseal(gen: &Path) -> Result<(), Error> {
 /// it), [`Error::Corrupt`] otherwise. Costs two page reads, one small file read and a `stat` per
 /// tantivy file.
 pub fn intact(gen: &Path) -> Result<(), Error> {
-    let corrupt = |why: String| Error::Corrupt(format!("{}: {why}", gen.display()));
+    // The generation is named once (most reasons already start with one of its files).
+    let corrupt = |why: String| match why.starts_with(&*gen.to_string_lossy()) {
+        true => Error::Corrupt(why),
+        false => Error::Corrupt(format!("{}: {why}", gen.display())),
+    };
     let want = read_marker(gen).map_err(corrupt)?;
     if want.cache_version != super::CACHE_VERSION {
         return Err(Error::Outdated(format!(
