@@ -292,9 +292,12 @@ pub fn unseal(gen: &Path) -> Result<(), Error> {
 /// tantivy file.
 pub fn intact(gen: &Path) -> Result<(), Error> {
     // The generation is named once (most reasons already start with one of its files).
-    let corrupt = |why: String| match why.starts_with(&*gen.to_string_lossy()) {
-        true => Error::Corrupt(why),
-        false => Error::Corrupt(format!("{}: {why}", gen.display())),
+    let corrupt = |why: String| {
+        if why.starts_with(&*gen.to_string_lossy()) {
+            Error::Corrupt(why)
+        } else {
+            Error::Corrupt(format!("{}: {why}", gen.display()))
+        }
     };
     let want = read_marker(gen).map_err(corrupt)?;
     if want.cache_version != super::CACHE_VERSION {

@@ -135,11 +135,10 @@ pub fn describe(u: &RefUpdate) -> String {
                     r.rederived.join(", ")
                 ));
             }
-            if let Some(first) = r.diagnostics.first() {
+            if let Some(first) = first_of(&r.diagnostics) {
                 s.push_str(&format!(
-                    "; {} problem(s) in the pushed specs, first: {}",
-                    r.diagnostics.len(),
-                    first.chars().take(300).collect::<String>()
+                    "; {} problem(s) in the pushed specs, first: {first}",
+                    r.diagnostics.len()
                 ));
             }
         }
@@ -151,11 +150,10 @@ pub fn describe(u: &RefUpdate) -> String {
             c.nodes,
             c.added + c.updated + c.removed
         ));
-        if let Some(first) = c.errors.first() {
+        if let Some(first) = first_of(&c.errors) {
             s.push_str(&format!(
-                " ({} left out or degraded, first: {})",
-                c.errors.len(),
-                first.chars().take(300).collect::<String>()
+                " ({} left out or degraded, first: {first})",
+                c.errors.len()
             ));
         }
     }
@@ -164,6 +162,11 @@ pub fn describe(u: &RefUpdate) -> String {
         s.push_str(&format!("; error: {e}"));
     }
     s
+}
+
+/// The first of `problems`, cut to 300 characters for a terminal line.
+fn first_of(problems: &[String]) -> Option<String> {
+    problems.first().map(|p| p.chars().take(300).collect())
 }
 
 /// `kdd-hook post-receive`: read git's ref lines on stdin, update, report on stderr. Always

@@ -119,6 +119,22 @@ struct Spec {
     phrase: usize,
 }
 
+/// (domain, variant, title, aliases, links, phrase).
+type SpecTuple = (usize, usize, usize, Vec<usize>, Vec<usize>, usize);
+
+impl From<SpecTuple> for Spec {
+    fn from((domain, variant, title, aliases, links, phrase): SpecTuple) -> Spec {
+        Spec {
+            domain,
+            variant,
+            title,
+            aliases,
+            links,
+            phrase,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     /// Write slot `i` as `spec` (adds it when absent).
@@ -141,14 +157,7 @@ fn spec() -> impl Strategy<Value = Spec> {
         proptest::collection::vec(0..LINKS.len(), 0..5),
         0..PHRASES.len(),
     )
-        .prop_map(|(domain, variant, title, aliases, links, phrase)| Spec {
-            domain,
-            variant,
-            title,
-            aliases,
-            links,
-            phrase,
-        })
+        .prop_map(Spec::from)
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -444,14 +453,7 @@ proptest! {
 #[test]
 fn an_update_whose_scores_differ_in_the_last_bit_still_answers_like_a_fresh_rebuild() {
     use Op::*;
-    let s = |domain, variant, title, aliases: Vec<usize>, links: Vec<usize>, phrase| Spec {
-        domain,
-        variant,
-        title,
-        aliases,
-        links,
-        phrase,
-    };
+    let s = |d, v, t, a, l, p| Spec::from((d, v, t, a, l, p));
     run(&[
         Aliases(0, vec![1], 2),
         Put(4, s(1, 0, 0, vec![], vec![14, 10, 3, 19], 1)),
