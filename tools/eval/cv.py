@@ -128,7 +128,9 @@ def context_line(details):
 
 
 def key_of(setting):
-    return ",".join(f"{k}={v}" for k, v in sorted(setting.items())) or "default"
+    """A setting's name, also its results file's name (a value's `/` becomes `%`: paths)."""
+    key = ",".join(f"{k}={v}" for k, v in sorted(setting.items())) or "default"
+    return key.replace("/", "%")
 
 
 def cmd_run(args):
