@@ -1,7 +1,8 @@
 //! `kdd hook <name> [args]` and the `kdd-hook` binary: git hook entry points.
 //!
 //! `pre-commit` indexes the staged tree incrementally; `post-merge`, `post-checkout` and
-//! `post-rewrite` heal after merges, branch switches and rebases. Hooks never fail because of
+//! `post-rewrite` heal after merges, branch switches and rebases; `post-commit` heals a commit
+//! no pre-commit indexed (cherry-pick, revert, `--no-verify`) and is silent after one that was. Hooks never fail because of
 //! the indexer's own trouble: they report and exit 0. `KDD_HOOK=0` disables them.
 
 use crate::cli::{output, ExitStatus, GlobalArgs};
@@ -87,7 +88,11 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         },
     ) {
         Ok(report) => {
-            print_report(&report, &args.name);
+            // An ordinary commit's post-commit changes nothing: its pre-commit already named
+            // every problem of this tree, so it stays silent rather than name each one twice.
+            if args.name != "post-commit" || !report.staged().is_empty() {
+                print_report(&report, &args.name);
+            }
             match event {
                 // A branch switch makes no commit of its own: only an explicit
                 // `kdd.healCommit=commit` adds one.
