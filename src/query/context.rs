@@ -19,7 +19,9 @@
 //! 4. Constraints first, then behaviour; nearest first; cut at the token budget.
 //!
 //! Domain isolation (see [`super::domain`]): hints that clearly point into one business domain
-//! keep other domains' specs out unless a typed link from that domain brings them in.
+//! keep other domains' specs out unless a typed link from that domain brings them in. A
+//! keyword hint points into a domain when every spec it matched lies in that one (or in
+//! `_shared`), and only when no other hint names a domain.
 
 use super::codepath;
 use super::domain;
@@ -337,6 +339,8 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String], root: &Path) -> Result<H
         BTreeSet::new()
     };
     let tr = HintTranslations::default();
+    // The business domains keyword hints found specs in (see the end of this function).
+    let mut searched_into = BTreeSet::new();
     for h in hints {
         if h.trim().is_empty() {
             continue;
@@ -370,9 +374,12 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String], root: &Path) -> Result<H
         // (`BR-001` numbered in every domain) make the hint ambiguous, and it names none.
         let mut doms = BTreeSet::new();
         for (id, m) in &r {
-            if m != "text_search" && m != "path_words" {
-                let d = snap.node_brief(id)?.and_then(|r| r.node.domain);
-                doms.extend(d.filter(|d| !domain::is_shared(Some(d))));
+            let d = snap.node_brief(id)?.and_then(|r| r.node.domain);
+            let d = d.filter(|d| !domain::is_shared(Some(d)));
+            match m.as_str() {
+                "text_search" => searched_into.extend(d),
+                "path_words" => {}
+                _ => doms.extend(d),
             }
         }
         if doms.len() > 1 {
@@ -403,6 +410,12 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String], root: &Path) -> Result<H
                 out.seeds.push(id);
             }
         }
+    }
+    // Keyword hints whose matches all lie in one business domain (and `_shared`) point into
+    // it like one of its specs would, unless another hint names a domain: then that one
+    // decides, and keyword matches elsewhere are look-alikes (`domain::in_focus`).
+    if out.named.is_empty() && searched_into.len() == 1 {
+        out.named = searched_into;
     }
     if let Some(e) = tr.failed.borrow().as_ref() {
         out.warnings.push(format!(

@@ -231,6 +231,33 @@ fn context_focused_on_one_domain_keeps_the_other_domain_out() {
 }
 
 #[test]
+fn a_keyword_hint_found_in_one_domain_keeps_the_other_domain_out() {
+    let dir = check_repo();
+    // The shared reminder policy and the clinic's booking flow match: the keyword points into
+    // the clinic, so the restaurant's flows the shared policy also serves stay out.
+    let v = json(
+        dir.path(),
+        &["context", "--hint", "reminder before the visit"],
+    );
+    assert_in_domain(&context_files(&v), "XP-001-Reminders.md", "dining");
+    // Found in `_shared` alone, a keyword names no domain: every flow the policy serves.
+    let v = json(dir.path(), &["context", "--hint", "reminder"]);
+    assert_both_domains(&context_files(&v));
+    // A hint that names a domain decides over a keyword found only in the other one.
+    let v = json(
+        dir.path(),
+        &[
+            "context",
+            "--hint",
+            "src/dining/reservations/remind.py",
+            "--hint",
+            "missed visits",
+        ],
+    );
+    assert_in_domain(&context_files(&v), "UC-001-ReserveTable.md", "clinic");
+}
+
+#[test]
 fn an_id_numbered_in_every_domain_resolves_inside_the_domain_the_other_hints_name() {
     let dir = check_repo();
     // Alone, `BR-001` is ambiguous (the clinic's fee rule, the restaurant's deposit rule): both.
