@@ -1,5 +1,6 @@
 //! Running a helper program once under a deadline, with bounded output: the developer's agent
-//! (`enrich::run`) and a cold translator (`query::translate`).
+//! (`enrich::run`) and a cold translator (`query::translate`); and the environment kdd's
+//! processes run in ([`confine_runtime_cache`], [`user_env`]).
 //!
 //! Invariants:
 //! - The program runs in its own process group; past the deadline, and after it exits, the
@@ -10,10 +11,39 @@
 //! - Reads are bounded: at most `out_cap` bytes of stdout (the head) and `err_cap` bytes of
 //!   stderr (the tail) are kept; the rest is drained and dropped.
 
+use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+/// Where ONNX Runtime's own files would go: a path that cannot exist (`/dev/null` is no
+/// directory), so the runtime, which keeps a device id under `$XDG_CACHE_HOME/Microsoft/…`
+/// (else `~/.cache/…`) whenever a model loads, writes nothing outside the repository and
+/// kdd's cache. Its telemetry is switched off as well (`embed::model`).
+const NO_RUNTIME_CACHE: &str = "/dev/null/kdd-onnxruntime-keeps-no-files";
+
+/// `XDG_CACHE_HOME` as this process received it (see [`confine_runtime_cache`]).
+static USER_CACHE_HOME: OnceLock<Option<OsString>> = OnceLock::new();
+
+/// Point `XDG_CACHE_HOME` at [`NO_RUNTIME_CACHE`] for this process and kdd's own children.
+/// Called first thing in `main`, while the process has a single thread (kdd never reads the
+/// variable itself); programs run for the user get their value back through [`user_env`].
+pub fn confine_runtime_cache() {
+    USER_CACHE_HOME.get_or_init(|| std::env::var_os("XDG_CACHE_HOME"));
+    std::env::set_var("XDG_CACHE_HOME", NO_RUNTIME_CACHE);
+}
+
+/// Give `cmd` (the developer's agent, a hook manager) the `XDG_CACHE_HOME` this process
+/// received.
+pub fn user_env(cmd: &mut Command) -> &mut Command {
+    match USER_CACHE_HOME.get() {
+        Some(Some(v)) => cmd.env("XDG_CACHE_HOME", v),
+        Some(None) => cmd.env_remove("XDG_CACHE_HOME"),
+        None => cmd,
+    }
+}
 
 /// How often a running program is checked for exit.
 const POLL: Duration = Duration::from_millis(2);
@@ -54,7 +84,7 @@ pub fn run(
     timeout: Duration,
     caps: Caps,
 ) -> Result<Finished, Failure> {
-    let mut child = cmd
+    let mut child = user_env(cmd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

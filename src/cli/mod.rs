@@ -153,6 +153,7 @@ pub enum Command {
 /// (`{"error": {"code", "message"}}`; `USAGE` for a command line clap rejects, `ERROR` for any
 /// other failure), so scripts never have to parse prose.
 pub fn main() -> ExitCode {
+    crate::proc::confine_runtime_cache();
     let json = std::env::args_os().any(|a| a == "--json");
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -264,6 +265,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 /// Entry point of the `kdd-hook` binary: `kdd-hook <pre-commit|post-merge|…> [args]`.
 pub fn hook_main() -> ExitCode {
+    crate::proc::confine_runtime_cache();
     finish(commands::hook::main_from_env())
 }
 

@@ -205,25 +205,50 @@ fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// The per-user data directory holding `lib/` and `models/`.
-pub fn data_dir() -> Option<PathBuf> {
-    if let Some(d) = env_nonempty(env::DATA_DIR) {
-        return Some(PathBuf::from(d));
-    }
-    if let Some(x) = env_nonempty("XDG_DATA_HOME") {
-        return Some(PathBuf::from(x).join("kdd"));
-    }
-    env_nonempty("HOME").map(|h| PathBuf::from(h).join(".local/share/kdd"))
+/// An absolute path from an environment variable; a relative one is no path at all.
+fn env_absolute(name: &str) -> Option<PathBuf> {
+    env_nonempty(name)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
 }
 
-/// The ONNX Runtime library to load: `ORT_DYLIB_PATH`, else the data dir's copy.
-pub fn runtime_path() -> PathBuf {
-    if let Some(p) = env_nonempty("ORT_DYLIB_PATH") {
-        return PathBuf::from(p);
+/// The per-user data directory holding `lib/` and `models/`: `KDD_DATA_DIR`, else
+/// `$XDG_DATA_HOME/kdd`, else `$HOME/.local/share/kdd`, each only when absolute. A relative
+/// value would be read from the current directory — a hook's is the repository, where a
+/// teammate could commit a `lib/libonnxruntime.so` that this process would then load.
+pub fn data_dir() -> Option<PathBuf> {
+    if let Some(d) = env_absolute(env::DATA_DIR) {
+        return Some(d);
     }
-    let lib = data_dir()
-        .unwrap_or_else(|| PathBuf::from(".local/share/kdd"))
-        .join("lib");
+    if let Some(x) = env_absolute("XDG_DATA_HOME") {
+        return Some(x.join("kdd"));
+    }
+    env_absolute("HOME").map(|h| h.join(".local/share/kdd"))
+}
+
+/// Where the data directory's files are looked for when there is none (no absolute `HOME`,
+/// `XDG_DATA_HOME` or `KDD_DATA_DIR`): a path that cannot exist (`/dev/null` is no directory),
+/// named so that the "not found" messages say what to set.
+const NO_DATA_DIR: &str = "/dev/null/no-data-dir-set-HOME-or-KDD_DATA_DIR";
+
+fn data_dir_or_none() -> PathBuf {
+    data_dir().unwrap_or_else(|| PathBuf::from(NO_DATA_DIR))
+}
+
+/// The ONNX Runtime library to load: `ORT_DYLIB_PATH`, else the data dir's copy. A relative
+/// `ORT_DYLIB_PATH` is read beside this executable, as ONNX Runtime's own loader reads it,
+/// never from the current directory.
+pub fn runtime_path() -> PathBuf {
+    if let Some(p) = env_nonempty("ORT_DYLIB_PATH").map(PathBuf::from) {
+        if p.is_absolute() {
+            return p;
+        }
+        let beside = std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(|d| d.join(&p)));
+        return beside.unwrap_or_else(|| PathBuf::from(NO_DATA_DIR).join(p));
+    }
+    let lib = data_dir_or_none().join("lib");
     let versioned = lib.join(format!("libonnxruntime.so.{ORT_VERSION}"));
     if versioned.exists() {
         return versioned;
@@ -251,10 +276,7 @@ pub fn discover() -> ModelChoice {
     }
     let name = env_nonempty(env::MODEL).unwrap_or_else(|| DEFAULT_MODEL.to_string());
     let name = crate::paths::sanitize_component(&name);
-    let dir = data_dir()
-        .unwrap_or_else(|| PathBuf::from(".local/share/kdd"))
-        .join("models")
-        .join(name);
+    let dir = data_dir_or_none().join("models").join(name);
     ModelChoice::Model(ModelSpec::from_dir(&dir, &runtime))
 }
 
@@ -276,7 +298,15 @@ pub fn runtime_environment(path: &Path) -> Result<ort::environment::Environment,
     let built = std::panic::catch_unwind(move || {
         ort::init_from(&path_buf)
             .map_err(|e| e.to_string())
-            .and_then(|b| b.with_name("kdd").build().map_err(|e| e.to_string()))
+            .and_then(|b| {
+                // ONNX Runtime's telemetry (on by default) keeps a device id and an event
+                // store under ~/.cache/Microsoft: a write outside the repository and the
+                // cache, on machines that never send anything.
+                b.with_name("kdd")
+                    .with_telemetry(false)
+                    .build()
+                    .map_err(|e| e.to_string())
+            })
     })
     .map_err(|p| panic_message(&p))
     .and_then(|r| r);

@@ -529,3 +529,36 @@ mod golden;
 fn stdout_has(o: &std::process::Output, what: &str) -> bool {
     String::from_utf8_lossy(&o.stdout).contains(what)
 }
+
+#[test]
+#[cfg_attr(
+    not(kdd_real_model),
+    ignore = "embedding model not installed (run ./install.sh)"
+)]
+fn the_real_runtime_keeps_no_files_of_its_own() {
+    // ONNX Runtime keeps a device id and a telemetry store under the user's cache folder when
+    // a model loads: kdd writes nowhere but `.kdd-index/` and its own cache.
+    let spec = real_spec().expect("the model is installed");
+    let data = spec
+        .runtime
+        .parent()
+        .and_then(Path::parent)
+        .expect("data dir");
+    let home = tempfile::tempdir().unwrap();
+    let dir = git_repo();
+    write_entity(dir.path(), "");
+    let data = data.to_string_lossy();
+    let home_s = home.path().to_string_lossy();
+    let env = [
+        ("HOME", home_s.as_ref()),
+        ("KDD_DATA_DIR", data.as_ref()),
+        ("KDD_EMBED_WARM", "0"),
+    ];
+    let o = kdd_env(dir.path(), &["index"], &env);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert_eq!(manifest(dir.path())["index_level"], "L2", "{:?}", text(&o));
+    let o = kdd_env(dir.path(), &["query", "cancelar un pedido enviado"], &env);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let left: Vec<String> = tree(home.path()).into_keys().collect();
+    assert!(left.is_empty(), "written under HOME: {left:?}");
+}

@@ -245,7 +245,10 @@ fn embedding_checks(args: &Args, checks: &mut Vec<Check>) {
         Status::Info,
         match &data {
             Some(d) => format!("{} (KDD_DATA_DIR overrides)", d.display()),
-            None => "unknown (HOME unset; set KDD_DATA_DIR)".into(),
+            None => {
+                "none (HOME unset or not an absolute path; set KDD_DATA_DIR to an absolute path)"
+                    .into()
+            }
         },
     ));
     runtime_checks(checks);

@@ -336,7 +336,7 @@ fn run_lefthook_install(dir: &Path) -> String {
     } else {
         PathBuf::from("lefthook")
     };
-    match std::process::Command::new(&bin)
+    match crate::proc::user_env(&mut std::process::Command::new(&bin))
         .arg("install")
         .current_dir(dir)
         .output()
