@@ -34,14 +34,22 @@ pub(super) struct WriterLock(std::fs::File);
 
 impl WriterLock {
     pub(super) fn acquire(root: &Path) -> Result<WriterLock, Error> {
-        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+        // The first write into the cache directory: say what to do when it cannot be used.
+        let unusable = |path: &Path, e: std::io::Error| {
+            let why = format!(
+                "{e}; the query cache needs a writable directory there: fix it, or set \
+                 KDD_CACHE_DIR to one (default: the git directory's kdd-cache)"
+            );
+            Error::io(path, std::io::Error::new(e.kind(), why))
+        };
+        std::fs::create_dir_all(root).map_err(|e| unusable(root, e))?;
         let p = root.join("lock");
         let f = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&p)
-            .map_err(|e| Error::io(&p, e))?;
+            .map_err(|e| unusable(&p, e))?;
         fs4::FileExt::lock(&f).map_err(|e| Error::io(&p, e))?;
         Ok(WriterLock(f))
     }
@@ -174,6 +182,14 @@ pub(super) fn update_current(
     if tr.as_deref() != Some(super::doctr::state().as_str()) {
         return Ok(None);
     }
+    // Built under other roots (the manifest's specs root or documents changed, e.g. by a
+    // branch switch): which artifacts were left out depends on them, so from scratch too.
+    let rtxn = store.rtxn()?;
+    let built_roots: Option<String> = store.get_meta(&rtxn, "roots")?;
+    drop(rtxn);
+    if built_roots.as_deref() != Some(roots_key(p.roots).as_str()) {
+        return Ok(None);
+    }
     if have.as_deref() == Some(fp) {
         return Ok(Some(Opened {
             gen,
@@ -243,6 +259,7 @@ pub(super) fn build_fresh(p: &Paths, fp: &str) -> Result<Opened, Error> {
     let mut w = store.wtxn()?;
     store.put_meta(&mut w, "version", &CACHE_VERSION)?;
     store.put_meta(&mut w, "doctr", &super::doctr::state())?;
+    store.put_meta(&mut w, "roots", &roots_key(p.roots))?;
     store.put_meta(&mut w, "fingerprint", &fp)?;
     w.commit().map_err(lm)?;
     check::seal(&gen)?;
@@ -263,4 +280,12 @@ pub(super) fn build_fresh(p: &Paths, fp: &str) -> Result<Opened, Error> {
         text,
         stats: Some(stats),
     })
+}
+
+/// The roots a generation was built under, as its `roots` meta records them.
+fn roots_key(r: &crate::roots::Roots) -> String {
+    std::iter::once(r.specs.as_str())
+        .chain(r.docs.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -455,3 +455,28 @@ fn garbage_text_segments_never_crash_a_query() {
         assert_eq!(after, before, ".{ext}: {err}");
     }
 }
+
+#[test]
+fn a_cache_built_under_a_crafted_manifest_heals_when_the_manifest_comes_back() {
+    let r = indexed();
+    let (before, _) = answer(&r);
+    // A branch whose manifest moves the specs root outside the repository: every node's
+    // source_file is then no spec path, and the cache built there leaves them all out.
+    let good = r.read(".kdd-index/manifest.json");
+    let mut m: Value = serde_json::from_str(&good).expect("manifest");
+    m["specs_root"] = json!("../../../../etc");
+    r.write(".kdd-index/manifest.json", &m.to_string());
+    let o = kdd(&r, &["--json", "query", "precio del pedido", "-n", "5"]);
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("Pedido"),
+        "{:?}",
+        text(&o)
+    );
+    // Back on the real manifest (the artifacts never changed): the same answer as before, the
+    // node found by every command, without deleting the cache by hand.
+    r.git(&["checkout", "--", ".kdd-index/manifest.json"]);
+    let (after, _) = answer(&r);
+    assert_eq!(before, after);
+    let (out, _) = ok(&kdd(&r, &["impact", "Entity:Pedido"]));
+    assert!(out.contains("BR-PRECIO-001"), "{out}");
+}
