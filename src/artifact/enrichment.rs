@@ -23,6 +23,19 @@ use std::collections::BTreeMap;
 /// Format marker of an enrichment file.
 pub const ENRICHMENT_FORMAT: u32 = 1;
 
+/// Longest summary kept (characters).
+pub const MAX_SUMMARY: usize = 2000;
+/// Most relations per entry.
+pub const MAX_RELATIONS: usize = 20;
+/// Most impact notes per entry.
+pub const MAX_NOTES: usize = 10;
+/// Longest impact note or relation reason (characters).
+pub const MAX_NOTE: usize = 500;
+/// Most entries per file (one per spec version and agent; merges add them up).
+pub const MAX_ENTRIES: usize = 64;
+/// Longest summary vector (components).
+pub const MAX_VECTOR: usize = 4096;
+
 /// An implicit relation the agent found: `spec --type--> target`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Relation {
@@ -124,6 +137,12 @@ pub fn parse(bytes: &[u8]) -> Result<Enrichment, String> {
             e.format
         ));
     }
+    if e.entries.len() > MAX_ENTRIES {
+        return Err(format!(
+            "{} entries, at most {MAX_ENTRIES} (`kdd enrich` never writes so many)",
+            e.entries.len()
+        ));
+    }
     for x in &e.entries {
         if x.relations
             .iter()
@@ -131,8 +150,57 @@ pub fn parse(bytes: &[u8]) -> Result<Enrichment, String> {
         {
             return Err(format!("entry of {}: a confidence is outside 0–1", x.agent));
         }
+        if let Some(why) = over_limits(x) {
+            return Err(format!(
+                "entry of {}: {why} (`kdd enrich` never writes such an entry)",
+                clip_chars(&x.agent, 80)
+            ));
+        }
     }
     Ok(e)
+}
+
+/// The limits `kdd enrich` checks an agent's answer against, checked again on every read: a
+/// committed file is a teammate's input, and one with 50,000 relations made graph walks
+/// quadratic.
+fn over_limits(x: &Entry) -> Option<String> {
+    let chars = |s: &str| s.chars().count();
+    let note = |s: &str| chars(s) > MAX_NOTE;
+    if chars(&x.summary) > MAX_SUMMARY {
+        Some(format!(
+            "a summary of {} characters, at most {MAX_SUMMARY}",
+            chars(&x.summary)
+        ))
+    } else if x.relations.len() > MAX_RELATIONS {
+        Some(format!(
+            "{} relations, at most {MAX_RELATIONS}",
+            x.relations.len()
+        ))
+    } else if x.impact.len() > MAX_NOTES {
+        Some(format!(
+            "{} impact notes, at most {MAX_NOTES}",
+            x.impact.len()
+        ))
+    } else if x.impact.iter().any(|n| note(n))
+        || x.relations
+            .iter()
+            .any(|r| r.reason.as_deref().is_some_and(note))
+        || x.relations
+            .iter()
+            .any(|r| chars(&r.target) > MAX_NOTE || chars(&r.edge_type) > MAX_NOTE)
+    {
+        Some(format!(
+            "a note, reason, target or type over {MAX_NOTE} characters"
+        ))
+    } else if x.vector.as_ref().is_some_and(|v| v.q.len() > MAX_VECTOR) {
+        Some(format!("a summary vector over {MAX_VECTOR} components"))
+    } else {
+        None
+    }
+}
+
+fn clip_chars(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
 }
 
 /// Three-way merge of two enrichment files (BR-MERGE-001 style, symmetric): the union of the
@@ -225,5 +293,22 @@ mod tests {
         let mut bad = entry("h", "a@1", "a");
         bad.relations[0].confidence = 2.0;
         assert!(parse(&file(vec![bad])).is_err());
+    }
+
+    #[test]
+    fn a_committed_entry_over_the_answer_limits_is_refused() {
+        let mut e = entry("h", "a@1", "a");
+        let r = e.relations[0].clone();
+        e.relations = vec![r; MAX_RELATIONS];
+        assert!(parse(&file(vec![e.clone()])).is_ok());
+        e.relations.push(e.relations[0].clone());
+        let err = parse(&file(vec![e])).unwrap_err();
+        assert!(err.contains("21 relations, at most 20"), "{err}");
+        let long = entry("h", "a@1", &"x".repeat(MAX_SUMMARY + 1));
+        assert!(parse(&file(vec![long])).is_err());
+        let many: Vec<Entry> = (0..=MAX_ENTRIES)
+            .map(|i| entry(&format!("h{i}"), "a@1", "a"))
+            .collect();
+        assert!(parse(&file(many)).is_err());
     }
 }

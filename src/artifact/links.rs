@@ -173,9 +173,22 @@ pub fn parse_links_text(text: &str) -> Result<BTreeSet<LinkLine>, String> {
             )
         })?;
         out.extend(parsed);
+        if out.len() > MAX_LINKS {
+            return Err(format!(
+                "over {MAX_LINKS} links: no spec yields so many (a spec's wiki-links are capped at \
+                 {}); re-run `kdd index` to rewrite the file",
+                crate::parse::limits::MAX_WIKILINKS
+            ));
+        }
     }
     Ok(out)
 }
+
+/// Most links one edges file may hold: each of a spec's wiki-links (at most
+/// `parse::limits::MAX_WIKILINKS`) with its typed twin, and room for front-matter links. A
+/// committed file with more was not written by kdd (a 4 MB one with 500,000 targets took
+/// 1.8 GB to load into the query cache).
+pub const MAX_LINKS: usize = 2 * crate::parse::limits::MAX_WIKILINKS + 1_000;
 
 #[cfg(test)]
 mod tests {
@@ -262,5 +275,19 @@ mod tests {
         ] {
             assert!(parse_links_text(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_edges_file_with_more_links_than_a_spec_yields_is_refused() {
+        let line = |n: usize| {
+            let to: Vec<String> = (0..n).map(|i| format!("\"T{i}\"")).collect();
+            format!(
+                "{{\"type\":\"UC_APPLIES_RULE\",\"to\":[{}],\"bare\":true}}\n",
+                to.join(",")
+            )
+        };
+        assert!(parse_links_text(&line(MAX_LINKS)).is_ok());
+        let err = parse_links_text(&line(MAX_LINKS + 1)).unwrap_err();
+        assert!(err.contains("no spec yields so many"), "{err}");
     }
 }

@@ -59,6 +59,7 @@ pub use paths::{sanitize_component, ArtifactPaths};
 pub use store::{
     list_files, read_artifact, read_links, read_manifest, read_node, remove_artifacts,
     render_manifest, render_node, replace_index, write_artifact, write_if_changed, IndexStore,
+    MAX_ARTIFACT_BYTES,
 };
 
 use serde::{Deserialize, Serialize};

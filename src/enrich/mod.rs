@@ -28,14 +28,8 @@ use crate::artifact::enrichment::{Entry, Relation};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashSet};
 
-/// Longest summary kept (characters).
-pub const MAX_SUMMARY: usize = 2000;
-/// Most relations per answer.
-pub const MAX_RELATIONS: usize = 20;
-/// Most impact notes per answer.
-pub const MAX_NOTES: usize = 10;
-/// Longest impact note or relation reason (characters).
-pub const MAX_NOTE: usize = 500;
+/// The limits of an answer are those of a committed entry (`artifact::enrichment`).
+pub use crate::artifact::enrichment::{MAX_NOTE, MAX_NOTES, MAX_RELATIONS, MAX_SUMMARY};
 /// Longest spec text sent to the agent (bytes; the spec reader caps files at 5 MB anyway).
 pub const MAX_TEXT: usize = 256 * 1024;
 

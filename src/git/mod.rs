@@ -286,6 +286,26 @@ pub fn read_blob(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>, Error>
         .map_err(read_err(format!("blob {id}")))
 }
 
+/// The bytes of blob `id` when it holds at most `max` bytes (its size is read from the object's
+/// header first); `None` for a larger one, which is never inflated.
+pub fn read_blob_within(
+    repo: &gix::Repository,
+    id: ObjectId,
+    max: usize,
+) -> Result<Option<Vec<u8>>, Error> {
+    let size = repo
+        .find_header(id)
+        .map(|h| h.size())
+        .map_err(|e| Error::Read {
+            what: format!("blob {id}"),
+            message: e.to_string(),
+        })?;
+    if size > max as u64 {
+        return Ok(None);
+    }
+    read_blob(repo, id).map(Some)
+}
+
 /// Every regular file under `prefix` at `rev` with its bytes (for bare repositories: `serve`,
 /// `verify`); symbolic links are never read.
 pub fn read_tree_files(

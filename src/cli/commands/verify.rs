@@ -127,11 +127,20 @@ fn read_side(
     rev: Option<&str>,
 ) -> anyhow::Result<(Sources, Files, crate::config::Settings)> {
     use crate::git;
+    // Committed artifacts are a teammate's input: one over the read cap is never inflated; it
+    // reads as empty, so it differs from what the specs derive and is named as such.
+    let capped = |entries: git::Entries| -> anyhow::Result<Files> {
+        let max = crate::artifact::MAX_ARTIFACT_BYTES;
+        entries
+            .into_iter()
+            .map(|(p, id)| Ok((p, git::read_blob_within(repo, id, max)?.unwrap_or_default())))
+            .collect()
+    };
     let (specs, links, arts) = match rev {
         Some(r) => (
             git::read_tree_files(repo, r, &settings.specs_root)?,
             git::tree_entries_and_links(repo, r, &settings.specs_root)?.1,
-            git::read_tree_files(repo, r, crate::artifact::INDEX_DIR)?,
+            capped(git::tree_entries(repo, r, crate::artifact::INDEX_DIR)?)?,
         ),
         None => {
             let idx = git::load_index(repo)?;
@@ -144,7 +153,7 @@ fn read_side(
             (
                 read(&settings.specs_root)?,
                 git::index_links(&idx, &settings.specs_root),
-                read(crate::artifact::INDEX_DIR)?,
+                capped(git::index_entries(&idx, crate::artifact::INDEX_DIR))?,
             )
         }
     };
