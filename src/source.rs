@@ -50,7 +50,7 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: not a spec path inside the specs root ({why}); never read — re-run `kdd index` to rewrite the artifact that names it")]
+    #[error("{path}: not a spec path inside the specs root ({why}); never read — rename a spec file named so, or re-run `kdd index` to rewrite an artifact that names it")]
     BadPath { path: String, why: &'static str },
     #[error("{path}: specs directory not found; create it, or pass --specs DIR / set KDD_SPECS / `git config kdd.specs DIR`")]
     SpecsMissing { path: PathBuf },

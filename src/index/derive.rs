@@ -38,6 +38,10 @@ pub fn derive_spec(
     bytes: &[u8],
     extras: Option<&dyn crate::index::ArtifactExtras>,
 ) -> Result<Derived, Diagnostic> {
+    // The path rule `kdd index` reads a work-tree file under (control characters, `..`, …):
+    // a staged or committed path it refuses is refused here too, or the hook and `kdd index`
+    // would write and remove the same artifacts in turn.
+    crate::roots::check_source(path, &settings.roots()).map_err(|e| e.diagnostic())?;
     if bytes.len() > crate::parse::MAX_SPEC_BYTES {
         return Err(Diagnostic {
             severity: Severity::Error,

@@ -1,5 +1,6 @@
 //! Error messages a user meets first: a missing query, `--json` errors that are JSON, a
-//! missing `--specs` directory, `verify` before the first commit, `kdd mcp` logging under its
+//! missing `--specs` directory, a specs root that would empty the index, an unusable cache directory, `verify` before the
+//! first commit, `kdd mcp` logging under its
 //! own name, and the HTTP 414 answer with a JSON body.
 
 use crate::repo::{command, text, Repo};
@@ -135,4 +136,30 @@ fn http_414_has_a_json_body() {
     );
     let _ = child.kill();
     let _ = child.wait();
+}
+
+#[test]
+fn a_specs_root_that_would_empty_the_index_is_refused() {
+    let dir = indexed_fixture_repo("demo");
+    let index = || crate::util::git(dir.path(), &["ls-files", "-o", "-m", "-d", ".kdd-index"]);
+    std::fs::create_dir_all(dir.path().join("empty")).unwrap();
+    for specs in [".git", ".kdd-index", "./.git/hooks", "empty"] {
+        let o = crate::util::kdd(dir.path(), &["index", "--specs", specs]);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{specs}: {err}");
+        assert!(err.contains("nothing was"), "{specs}: {err}");
+        assert!(index().trim().is_empty(), "{specs}: the index changed");
+    }
+    // The real root still indexes, and changes nothing.
+    let o = crate::util::kdd(dir.path(), &["index"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(index().trim().is_empty());
+    // A cache directory that cannot be one: the error says what to set.
+    let o = crate::util::kdd_env(
+        dir.path(),
+        &["query", "pedido"],
+        &[("KDD_NO_EMBED", "1"), ("KDD_CACHE_DIR", "/dev/null")],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("set KDD_CACHE_DIR"), "{:?}", text(&o));
 }

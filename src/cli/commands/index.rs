@@ -46,7 +46,8 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         }
     };
     // Fail fast on a missing specs root, before loading any model.
-    crate::index::list_specs(&settings)?;
+    let (files, diags) = crate::index::list_specs(&settings)?;
+    refuse_a_wrong_root(&settings, files.is_empty() && diags.is_empty())?;
     // L2 when the embedding runtime + model are available, else L1 with a warning (embed owns this).
     let level = crate::index::l2::for_index();
     if let crate::index::l2::Level::L1(_, why) = &level {
@@ -115,4 +116,34 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         return Ok(ExitStatus::Failure);
     }
     Ok(ExitStatus::Success)
+}
+
+/// A specs root inside `.git/` or `.kdd-index/` is a mistake, and so is one holding no spec
+/// while the index holds nodes: indexing it would remove every artifact (`kdd index --specs
+/// .git` reported "0 of 0 … 144 removed" and exit 0). Nothing is written; to empty an index on
+/// purpose, delete `.kdd-index/`.
+fn refuse_a_wrong_root(settings: &crate::config::Settings, no_spec: bool) -> anyhow::Result<()> {
+    let root = settings.specs_root.trim_start_matches("./");
+    let first = root.split('/').next().unwrap_or_default();
+    if first == ".git" || first == crate::artifact::INDEX_DIR {
+        anyhow::bail!(
+            "specs root `{root}` is inside `{first}/`; nothing was indexed (pass --specs DIR, set \
+             KDD_SPECS or `git config kdd.specs DIR` to the folder of your specs)"
+        );
+    }
+    let mut found = Vec::new();
+    let index = settings.repo_root.join(crate::artifact::INDEX_DIR);
+    crate::artifact::list_files(&index, "", &mut found);
+    let nodes = found
+        .iter()
+        .filter(|p| p.starts_with("nodes/") || p.contains("/nodes/"))
+        .count();
+    if no_spec && nodes > 0 {
+        anyhow::bail!(
+            "no spec file under `{root}/`, but .kdd-index/ holds {nodes} node(s); nothing was \
+             changed (check --specs / KDD_SPECS / `git config kdd.specs`; to empty the index on \
+             purpose, delete .kdd-index/)"
+        );
+    }
+    Ok(())
 }

@@ -524,3 +524,134 @@ fn an_unindexable_spec_pushed_is_a_spec_problem_not_an_index_mismatch() {
         "{log}"
     );
 }
+
+#[test]
+fn without_an_absolute_home_nothing_is_loaded_from_the_repository() {
+    let r = installed();
+    // What a relative data directory (`.local/share/kdd` under the repository a hook runs in)
+    // would hold, committed by a teammate: a "runtime library" and a model directory.
+    r.write(
+        ".local/share/kdd/lib/libonnxruntime.so.1.31.1",
+        "not a library\n",
+    );
+    for f in [
+        "model.onnx",
+        "tokenizer.json",
+        "config.json",
+        "special_tokens_map.json",
+        "tokenizer_config.json",
+    ] {
+        r.write(
+            &format!(".local/share/kdd/models/multilingual-e5-small-int8/{f}"),
+            "{}\n",
+        );
+    }
+    r.git(&["add", "-A"]);
+    let unset = [
+        "-u",
+        "HOME",
+        "-u",
+        "XDG_DATA_HOME",
+        "-u",
+        "KDD_DATA_DIR",
+        "-u",
+        "ORT_DYLIB_PATH",
+        "-u",
+        "KDD_MODEL_DIR",
+        "-u",
+        "KDD_NO_EMBED",
+        "-u",
+        "KDD_TEST_EMBEDDER",
+    ];
+    let kdd = kdd_bin();
+    for home in [
+        None,
+        Some("HOME="),
+        Some("HOME=."),
+        Some("XDG_DATA_HOME=.local/share"),
+    ] {
+        for cmd in [&["doctor"][..], &["index"][..]] {
+            let mut args: Vec<&str> = unset.to_vec();
+            args.extend(home);
+            args.push(&kdd);
+            args.extend(cmd);
+            let o = bounded(&r.dir, "env", &args);
+            clean("no data dir", &o);
+            let all = o.all();
+            assert!(
+                !all.contains(".local/share/kdd") && !all.contains("OrtGetApiBase"),
+                "{home:?} {cmd:?}: the repository's files were looked at\n{all}"
+            );
+        }
+    }
+    let o = bounded(
+        &r.dir,
+        "env",
+        &[&unset[..], &[kdd.as_str(), "doctor"]].concat(),
+    );
+    assert!(o.all().contains("data-dir"), "{}", o.all());
+    assert!(
+        o.all().contains("set KDD_DATA_DIR to an absolute path"),
+        "{}",
+        o.all()
+    );
+}
+
+#[test]
+fn verify_never_inflates_a_committed_artifact_over_the_read_cap() {
+    let r = installed();
+    // 100 MB in a node file, committed past the hooks: never read whole (it read as 220 MB).
+    let big = format!("{{\"id\":\"{}\"}}", "x".repeat(100 << 20));
+    std::fs::write(r.dir.join(".kdd-index/nodes/entity/Pedido.json"), big).unwrap();
+    r.git(&["add", "-A"]);
+    r.git(&[
+        "-c",
+        "core.hooksPath=/dev/null",
+        "commit",
+        "-qm",
+        "big",
+        "--no-verify",
+    ]);
+    for args in [&["verify"][..], &["verify", "--staged"][..]] {
+        let v = bounded(&r.dir, &kdd_bin(), args);
+        clean("verify", &v);
+        assert!(!v.out.status.success(), "{args:?}: {}", v.all());
+        assert!(v.all().contains("nodes/entity/Pedido.json"), "{}", v.all());
+        assert!(v.rss_kib < 64 * 1024, "{args:?}: {} KiB", v.rss_kib);
+    }
+}
+
+#[test]
+fn the_hook_and_kdd_index_refuse_the_same_file_names() {
+    let r = installed();
+    // A control character in a spec's name: `kdd index` never reads it; the hook wrote
+    // artifacts for it, which `kdd index` removed and the next commit wrote again.
+    for name in ["New\nLine", "Tab\tName"] {
+        r.write(
+            &format!("specs/01-domain/entities/{name}.md"),
+            &spec("Raro", "entity", "Un nombre raro."),
+        );
+    }
+    r.git(&["add", "-A"]);
+    let c = bounded(&r.dir, "git", &["commit", "-qm", "names"]);
+    clean("pre-commit", &c);
+    assert!(c.out.status.success(), "{}", c.all());
+    assert_eq!(
+        c.all().matches("backslash or control character").count(),
+        2,
+        "{}",
+        c.all()
+    );
+    let committed = r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index"]);
+    assert!(
+        !committed.contains("New") && !committed.contains("Tab"),
+        "{committed}"
+    );
+    let i = bounded(&r.dir, &kdd_bin(), &["index"]);
+    clean("index", &i);
+    assert!(
+        r.git(&["status", "--porcelain", ".kdd-index"]).is_empty(),
+        "kdd index and the hook disagree:\n{}",
+        i.all()
+    );
+}
