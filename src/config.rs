@@ -63,6 +63,8 @@ pub fn env_off(name: &str) -> bool {
 /// Errors locating the repository.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    #[error("{path}: no such directory (check -C / --repo)")]
+    NoSuchDir { path: PathBuf },
     #[error("{path}: not inside a git repository (run `git init` first, or pass --repo)")]
     NotARepo { path: PathBuf },
     #[error("{path}: {message}")]
@@ -94,6 +96,11 @@ impl Settings {
     pub fn discover(start: &Path, specs_override: Option<&str>) -> Result<Settings, Error> {
         // Made absolute first: gix does not find a bare repository by a relative path such as
         // `../server.git` when the current directory is inside another repository's work tree.
+        if !start.is_dir() {
+            return Err(Error::NoSuchDir {
+                path: start.to_path_buf(),
+            });
+        }
         let repo = gix::discover(absolute(start)).map_err(|_| Error::NotARepo {
             path: start.to_path_buf(),
         })?;

@@ -47,6 +47,10 @@ fn missing_specs_dir_and_verify_without_commits_are_errors() {
         err.contains("`nope` does not exist") && err.contains("--specs"),
         "{err}"
     );
+    // A `-C` to nowhere says so (it read "not inside a git repository").
+    let o = r.kdd(&["-C", "/nonexistent-kdd-dir", "status"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("no such directory"), "{:?}", text(&o));
     let o = r.kdd(&["verify"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("no commits yet"), "{:?}", text(&o));
@@ -162,4 +166,16 @@ fn a_specs_root_that_would_empty_the_index_is_refused() {
     );
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("set KDD_CACHE_DIR"), "{:?}", text(&o));
+    // A manifest no command can read is named by `kdd status` (it reported all clear).
+    std::fs::write(
+        dir.path().join(".kdd-index/manifest.json"),
+        "{\"format\": 999}\n",
+    )
+    .unwrap();
+    let o = crate::util::kdd(dir.path(), &["status"]);
+    let out = text(&o).0;
+    assert!(
+        out.contains("unreadable artifacts") && out.contains("manifest.json"),
+        "{out}"
+    );
 }

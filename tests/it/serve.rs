@@ -193,6 +193,10 @@ fn mcp_session_over_stdio() {
     );
     assert!(!err, "{rd}");
     assert_eq!(rd["node_id"], "BR:BR-PRECIO-001");
+    // The `source_file` a query hit gives names the same spec.
+    let (err, rd) = m.call("kdd_read", json!({"path": h0["source_file"]}));
+    assert!(!err, "{rd}");
+    assert_eq!(rd["node_id"], h0["node_id"], "{rd}");
 
     // Path escapes are refused, whatever their spelling.
     for p in [

@@ -115,9 +115,11 @@ pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
         files_with_errors,
         stale,
         unindexed,
-        corrupt: errors
-            .iter()
-            .map(|e| e.to_string())
+        corrupt: crate::artifact::read_manifest(&manifest)
+            .err()
+            .map(|e| format!("{e} (queries refuse the index until then)"))
+            .into_iter()
+            .chain(errors.iter().map(|e| e.to_string()))
             .chain(unreadable_vectors(settings, &graph))
             .collect(),
     })

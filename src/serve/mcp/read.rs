@@ -95,7 +95,8 @@ pub(super) fn read(
     }))
 }
 
-/// The node whose spec is at `path` (relative to the specs root), or — for a file that is not
+/// The node whose spec is at `path` (relative to the specs root, or the repository-relative
+/// `source_file` the other tools return), or — for a file that is not
 /// indexed — the answer carrying its raw text, read through the one no-follow rule.
 fn by_path(
     engine: &Engine,
@@ -104,6 +105,14 @@ fn by_path(
     path: &str,
 ) -> Result<Result<NodeRecord, Value>, ApiError> {
     let specs = engine.specs_dir();
+    // The `source_file` every other tool returns (`specs/01-domain/…`, relative to the
+    // repository) names the same file, unless the specs root really holds that path.
+    let path = path.trim();
+    let root = engine.settings.specs_root.as_str();
+    let path = match path.strip_prefix(root).and_then(|r| r.strip_prefix('/')) {
+        Some(rest) if !root.is_empty() && !specs.join(path).exists() => rest,
+        _ => path,
+    };
     // Escapes and missing files keep their codes; the bytes then come only through the
     // one reading rule (`crate::source`): no link is followed, even inside the root.
     super::super::confined_path(&specs, path)?;

@@ -178,7 +178,7 @@ pub(super) fn tools() -> Vec<Tool> {
                 "type": "object",
                 "properties": {
                     "node": {"type": "string", "description": "Node id, short id, stem or title (give this or `path`)."},
-                    "path": {"type": "string", "description": "Spec file path relative to the specs root, e.g. \"01-domain/entities/Pedido.md\" (no `..`, no absolute paths)."},
+                    "path": {"type": "string", "description": "Spec file path relative to the specs root, e.g. \"01-domain/entities/Pedido.md\", or a result's `source_file` as the other tools return it (\"specs/01-domain/entities/Pedido.md\"); no `..`, no absolute paths."},
                     "section": {"type": "string", "description": "Only this section: a heading (\"Invariants\", \"Flujo Principal\") or a canonical key (invariants, main_flow, preconditions…)."},
                     "line": {"type": "integer", "minimum": 1, "description": "Only the section whose heading is on this line: pass a kdd_query hit's lines[0] to read just its cited evidence."},
                     "max_tokens": p_tokens(),
