@@ -38,6 +38,15 @@ pub fn derive_spec(
     bytes: &[u8],
     extras: Option<&dyn crate::index::ArtifactExtras>,
 ) -> Result<Derived, Diagnostic> {
+    extract_spec(settings, path, bytes).map(|ex| finish_spec(settings, ex, extras))
+}
+
+/// The checks and the extraction of [`derive_spec`], before any artifact is made.
+fn extract_spec(
+    settings: &Settings,
+    path: &str,
+    bytes: &[u8],
+) -> Result<crate::spec::Extracted, Diagnostic> {
     // The path rule `kdd index` reads a work-tree file under (control characters, `..`, …):
     // a staged or committed path it refuses is refused here too, or the hook and `kdd index`
     // would write and remove the same artifacts in turn.
@@ -54,17 +63,25 @@ pub fn derive_spec(
             ),
         });
     }
-    let mut ex = crate::extract::extract(path, bytes, &settings.specs_root)?;
+    crate::extract::extract(path, bytes, &settings.specs_root)
+}
+
+/// The artifacts of an extracted spec (see [`derive_spec`]).
+fn finish_spec(
+    settings: &Settings,
+    mut ex: crate::spec::Extracted,
+    extras: Option<&dyn crate::index::ArtifactExtras>,
+) -> Derived {
     // L2: the embed step plugs in through `index::ArtifactExtras`, as in `kdd index`.
     let (files, warning) =
         crate::index::artifact_files(&ex, extras, &ArtifactPaths::new(&settings.index_dir));
     let mut diagnostics = std::mem::take(&mut ex.diagnostics);
     diagnostics.extend(warning);
-    Ok(Derived {
+    Derived {
         node: ex.node,
         files,
         diagnostics,
-    })
+    }
 }
 
 fn kdd_version(bytes: &[u8]) -> Option<String> {
@@ -153,18 +170,22 @@ pub fn derive_index(
         if !roots.is_source(p) || ign.ignores(p) {
             continue;
         }
-        match derive_spec(settings, p, b, extras) {
-            Ok(d) => {
+        // Extracted first, finished only when its id is new: a duplicate's chunks never reach
+        // the extras (verify's vector audit counted them against the spec that kept the id,
+        // and failed for good).
+        match extract_spec(settings, p, b) {
+            Ok(ex) if !ids.insert(ex.node.id.clone()) => {
+                diags.extend(ex.diagnostics);
+                diags.push(Diagnostic {
+                    severity: Severity::Error,
+                    file: p.clone(),
+                    line: None,
+                    message: format!("duplicate id `{}`", ex.node.id),
+                });
+            }
+            Ok(ex) => {
+                let d = finish_spec(settings, ex, extras);
                 diags.extend(d.diagnostics);
-                if !ids.insert(d.node.id.clone()) {
-                    diags.push(Diagnostic {
-                        severity: Severity::Error,
-                        file: p.clone(),
-                        line: None,
-                        message: format!("duplicate id `{}`", d.node.id),
-                    });
-                    continue;
-                }
                 indexed.push(p);
                 out.extend(d.files);
             }

@@ -480,3 +480,31 @@ fn a_cache_built_under_a_crafted_manifest_heals_when_the_manifest_comes_back() {
     let (out, _) = ok(&kdd(&r, &["impact", "Entity:Pedido"]));
     assert!(out.contains("BR-PRECIO-001"), "{out}");
 }
+
+#[test]
+fn a_second_spec_claiming_an_id_is_named_and_verify_still_passes() {
+    let r = indexed();
+    // A teammate's file declares an id another spec holds: named as a duplicate, not indexed,
+    // and the L2 index still verifies (its chunks were counted against the spec that kept the
+    // id, so verify failed with "no-vectors" that no command could clear).
+    r.write(
+        "specs/01-domain/entities/SameB.md",
+        &spec(
+            "entity",
+            "Pedido",
+            "Otro pedido",
+            "## Descripción\n\nOtra cosa.\n",
+        ),
+    );
+    let o = kdd(&r, &["index"]);
+    assert!(text(&o).1.contains("duplicate id"), "{:?}", text(&o));
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "dup"]);
+    let o = kdd(&r, &["verify"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(
+        text(&o).1.contains("SameB.md: duplicate id"),
+        "{:?}",
+        text(&o)
+    );
+}
