@@ -51,7 +51,7 @@ pub fn from_document(path: &str, bytes: &[u8], specs_root: &str, doc: Document) 
         route_kind(path, &doc, &loc, &mut diags)
     };
     let fm = &doc.front_matter;
-
+    wrong_shapes(fm, &mut |m| warn(&mut diags, m));
     // Local id.
     let stem_id = safe_stem(&loc, kind);
     let local = match fm.get("id").and_then(frontmatter::scalar) {
@@ -257,6 +257,21 @@ fn truncate(s: &str, n: usize) -> String {
     s.chars().take(n).collect()
 }
 
+/// A field kdd reads as one value but given as a list or a map is ignored: say so rather than
+/// fall back in silence (a field left empty is simply unset).
+fn wrong_shapes(fm: &serde_json::Map<String, serde_json::Value>, warn: &mut dyn FnMut(String)) {
+    for key in ["id", "kind", "title", "status"] {
+        let shape = match fm.get(key) {
+            Some(serde_json::Value::Array(_)) => "a list",
+            Some(serde_json::Value::Object(_)) => "a map",
+            _ => continue,
+        };
+        warn(format!(
+            "front-matter `{key}` is {shape}, not a single value; ignored (write it as a plain string)"
+        ));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,5 +327,27 @@ mod tests {
         )
         .unwrap();
         assert_eq!(e.node.kind, Kind::Entity);
+    }
+
+    #[test]
+    fn a_field_given_as_a_list_or_a_map_is_named() {
+        let e = extract(
+            "specs/01-domain/entities/Raro.md",
+            b"---\nid: [1, 2]\nkind: entity\ntitle: {a: 1}\nstatus:\n---\n# Raro\n",
+            "specs",
+        )
+        .unwrap();
+        assert_eq!(e.node.id, "Entity:Raro");
+        let said: Vec<&str> = e.diagnostics.iter().map(|d| d.message.as_str()).collect();
+        assert!(
+            said.iter().any(|m| m.contains("`id` is a list")),
+            "{said:?}"
+        );
+        assert!(
+            said.iter().any(|m| m.contains("`title` is a map")),
+            "{said:?}"
+        );
+        // A field left empty is simply unset.
+        assert!(!said.iter().any(|m| m.contains("`status`")), "{said:?}");
     }
 }
