@@ -175,19 +175,16 @@ pub(super) fn update_current(
             return Ok(None);
         }
     };
-    // Built with other translations (Apertium installed or switched off since): from scratch.
+    // Built with other translations (Apertium installed or switched off since), or under other
+    // roots (the manifest's specs root or documents changed, e.g. by a branch switch: which
+    // artifacts were left out depends on them): from scratch.
     let rtxn = store.rtxn()?;
     let tr: Option<String> = store.get_meta(&rtxn, "doctr")?;
-    drop(rtxn);
-    if tr.as_deref() != Some(super::doctr::state().as_str()) {
-        return Ok(None);
-    }
-    // Built under other roots (the manifest's specs root or documents changed, e.g. by a
-    // branch switch): which artifacts were left out depends on them, so from scratch too.
-    let rtxn = store.rtxn()?;
     let built_roots: Option<String> = store.get_meta(&rtxn, "roots")?;
     drop(rtxn);
-    if built_roots.as_deref() != Some(roots_key(p.roots).as_str()) {
+    if tr.as_deref() != Some(super::doctr::state().as_str())
+        || built_roots.as_deref() != Some(roots_key(p.roots).as_str())
+    {
         return Ok(None);
     }
     if have.as_deref() == Some(fp) {

@@ -131,6 +131,10 @@ fn refuse_a_wrong_root(settings: &crate::config::Settings, no_spec: bool) -> any
              KDD_SPECS or `git config kdd.specs DIR` to the folder of your specs)"
         );
     }
+    if !no_spec {
+        return Ok(());
+    }
+    // Only a run that found no spec walks the index, to count what it would remove.
     let mut found = Vec::new();
     let index = settings.repo_root.join(crate::artifact::INDEX_DIR);
     crate::artifact::list_files(&index, "", &mut found);
@@ -138,7 +142,7 @@ fn refuse_a_wrong_root(settings: &crate::config::Settings, no_spec: bool) -> any
         .iter()
         .filter(|p| p.starts_with("nodes/") || p.contains("/nodes/"))
         .count();
-    if no_spec && nodes > 0 {
+    if nodes > 0 {
         anyhow::bail!(
             "no spec file under `{root}/`, but .kdd-index/ holds {nodes} node(s); nothing was \
              changed (check --specs / KDD_SPECS / `git config kdd.specs`; to empty the index on \
