@@ -306,6 +306,13 @@ pub fn read_blob_within(
     read_blob(repo, id).map(Some)
 }
 
+/// The blob at `path` in `HEAD`'s tree, when `HEAD` is born and `path` is a regular file there.
+pub fn head_blob(repo: &gix::Repository, path: &str) -> Option<ObjectId> {
+    let tree = repo.head_tree().ok()?;
+    let entry = tree.lookup_entry_by_path(path).ok()??;
+    entry.mode().is_blob().then(|| entry.object_id())
+}
+
 /// Every regular file under `prefix` at `rev` with its bytes (for bare repositories: `serve`,
 /// `verify`); symbolic links are never read.
 pub fn read_tree_files(

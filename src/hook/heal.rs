@@ -8,7 +8,9 @@
 //!    everything else is to do. Nothing to do and the manifest current → fast path.
 //! 4. [`owners_of_unclaimed`]: the unclaimed node files name the spec they belong to.
 //! 5. [`Plan::rederive`]: re-derive every spec to do from its staged blob through the pure
-//!    `index` core ([`crate::index::derive_spec`]); duplicate ids go to the first path.
+//!    `index` core ([`crate::index::derive_spec`]); duplicate ids are settled by
+//!    [`crate::index::takes_id`] (the spec `HEAD`'s node file names keeps its id: what is
+//!    committed decides, not a node file staged beside the newcomer).
 //! 6. [`Plan::stale`]: every staged or conflicted artifact nobody owns goes.
 //! 7. [`Plan::write`], [`Plan::manifest`], [`Plan::remove`]: the work tree, then staging and
 //!    the stamp ([`finish`]).
@@ -316,6 +318,16 @@ fn owners_of_unclaimed(
     Ok(by_spec)
 }
 
+/// The spec `HEAD`'s node file at `node_rel` names, if any: who held the id before this commit.
+/// Read only when two specs claim one id (rare), so the pass reads nothing more otherwise.
+fn committed_holder(ctx: &Ctx<'_>, node_rel: &str) -> Option<String> {
+    let id = git::head_blob(ctx.repo, &format!("{INDEX_DIR}/{node_rel}"))?;
+    let bytes = git::read_blob_within(ctx.repo, id, crate::artifact::MAX_ARTIFACT_BYTES).ok()??;
+    serde_json::from_slice::<Node>(&bytes)
+        .ok()
+        .map(|n| n.source_file)
+}
+
 /// What every step after the record check reads.
 struct Ctx<'a> {
     settings: &'a Settings,
@@ -335,7 +347,7 @@ struct Plan {
     derived: BTreeSet<String>,
     /// Spec paths whose node is in the index after the pass.
     indexed: BTreeSet<String>,
-    /// Node file → owning spec path (duplicate ids: the first path wins).
+    /// Node file → owning spec path (duplicate ids: [`crate::index::takes_id`]).
     owner: BTreeMap<String, String>,
 }
 
@@ -406,7 +418,8 @@ impl Plan {
         }
     }
 
-    /// Take one derived spec: settle a duplicate id (the first path wins, as in `kdd index`),
+    /// Take one derived spec: settle a duplicate id ([`crate::index::takes_id`], as in
+    /// `kdd index`: the spec `HEAD`'s node file names keeps it, else the first path),
     /// then record its files. When this run produced no vectors (L1), the node's existing
     /// vector file is kept (vectors are keyed by chunk content; L2 re-embeds what changed).
     fn take(
@@ -421,13 +434,14 @@ impl Plan {
         report.diagnostics.extend(d.diagnostics.iter().cloned());
         let node_rel = ArtifactPaths::node_rel(&d.node);
         if let Some(o) = self.owner.get(&node_rel).cloned() {
-            if o < p {
+            let holder = committed_holder(ctx, &node_rel);
+            if !crate::index::takes_id(&p, &o, holder.as_deref()) {
                 let dup = crate::index::duplicate_error(&p, &o, &d.node.id);
                 report.diagnostics.push(dup);
                 state.specs.remove(&p);
                 return;
             }
-            // This path sorts first: it takes the id over from a spec verified earlier.
+            // This spec holds the id, or sorts first among newcomers: it takes the id over.
             let dup = crate::index::duplicate_error(&o, &p, &d.node.id);
             report.diagnostics.push(dup);
             if let Some((_, files)) = state.specs.remove(&o) {

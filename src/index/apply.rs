@@ -5,7 +5,8 @@
 //!
 //! A rename is a delete + an add; a path both deleted and changed counts as changed. A file that
 //! fails keeps its previous artifacts (nothing indexed is lost; `kdd status` shows it stale).
-//! Duplicate ids: the first path in order wins, as in [`super::full`].
+//! Duplicate ids: the spec the committed index gives an id keeps it, else the first path in
+//! order ([`super::takes_id`]), as in [`super::full`].
 
 use super::{
     build_manifest, duplicate_error, kdd_version, write_manifest, Derived, Error, Options, Outcome,
@@ -94,6 +95,8 @@ fn sources_of(settings: &Settings, changed: Vec<SpecSource>) -> (Vec<SpecSource>
 /// The committed nodes, by id and by source file.
 struct Known {
     by_id: HashMap<String, Node>,
+    /// Who held each id before this run.
+    holders: super::Holders,
     by_file: HashMap<String, Vec<String>>,
 }
 
@@ -109,6 +112,7 @@ impl Known {
                 message: e.to_string(),
             }));
         let mut k = Known {
+            holders: super::holders(&existing),
             by_id: HashMap::new(),
             by_file: HashMap::new(),
         };
@@ -126,8 +130,8 @@ impl Known {
         ids.iter().filter_map(|id| self.by_id.remove(id)).collect()
     }
 
-    /// Take one derivation result: a failure keeps the previous entry, a duplicate id goes to
-    /// the first path, a winner is written.
+    /// Take one derivation result: a failure keeps the previous entry, a duplicate id is settled
+    /// by [`super::takes_id`], a winner is written.
     fn settle(
         &mut self,
         r: Result<Derived, Diagnostic>,
@@ -148,7 +152,8 @@ impl Known {
         out.diagnostics.append(&mut d.diagnostics);
         let id = d.node.id.clone();
         if let Some(other) = self.by_id.get(&id).cloned() {
-            if other.source_file < d.node.source_file {
+            let holder = self.holders.get(&id).map(String::as_str);
+            if !super::takes_id(&d.node.source_file, &other.source_file, holder) {
                 out.failed += 1;
                 let dup = duplicate_error(&d.node.source_file, &other.source_file, &id);
                 out.diagnostics.push(dup);

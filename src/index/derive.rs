@@ -138,19 +138,16 @@ pub struct DerivedIndex {
 }
 
 /// The complete expected `.kdd-index/` (path relative to it → bytes) for the files of a tree,
-/// exactly what a fresh full index writes (specs excluded by the tree's `.kddignore` skipped): duplicate ids go to the first path, specs that cannot
-/// be read are returned as diagnostics.
+/// exactly what a full index writes over an index whose ids are held as `holders` says (specs
+/// excluded by the tree's `.kddignore` skipped): duplicate ids are settled by
+/// [`super::takes_id`], specs that cannot be read are returned as diagnostics.
 pub fn derive_index(
     settings: &Settings,
     files: &[(String, Vec<u8>)],
     existing_manifest: Option<&[u8]>,
+    holders: &super::Holders,
     extras: Option<&dyn crate::index::ArtifactExtras>,
 ) -> DerivedIndex {
-    let mut out = BTreeMap::new();
-    let mut diags = Vec::new();
-    let mut unreadable = BTreeSet::new();
-    let mut ids: BTreeSet<String> = BTreeSet::new();
-    let mut indexed: Vec<&str> = Vec::new();
     let mut sorted: Vec<&(String, Vec<u8>)> = files.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
     let yaml = kdd_yaml_path(&settings.specs_root);
@@ -166,41 +163,26 @@ pub fn derive_index(
             .find(|(p, _)| p == rel)
             .map(|(_, b)| b.clone())
     });
-    for (p, b) in sorted {
-        if !roots.is_source(p) || ign.ignores(p) {
-            continue;
-        }
-        // Extracted first, finished only when its id is new: a duplicate's chunks never reach
-        // the extras (verify's vector audit counted them against the spec that kept the id,
-        // and failed for good).
-        match extract_spec(settings, p, b) {
-            Ok(ex) if !ids.insert(ex.node.id.clone()) => {
-                diags.extend(ex.diagnostics);
-                diags.push(Diagnostic {
-                    severity: Severity::Error,
-                    file: p.clone(),
-                    line: None,
-                    message: format!("duplicate id `{}`", ex.node.id),
-                });
-            }
-            Ok(ex) => {
-                let d = finish_spec(settings, ex, extras);
-                diags.extend(d.diagnostics);
-                indexed.push(p);
-                out.extend(d.files);
-            }
-            Err(d) => {
-                unreadable.insert(p.clone());
-                diags.push(d);
-            }
-        }
+    let sources = sorted
+        .into_iter()
+        .filter(|(p, _)| roots.is_source(p) && !ign.ignores(p));
+    let mut d = keep_one_per_id(settings, sources, holders);
+    // Finished only for the spec that keeps its id: a duplicate's chunks never reach the extras
+    // (verify's vector audit counted them against the spec that kept the id, and failed for good).
+    let mut out = BTreeMap::new();
+    let mut indexed: Vec<String> = Vec::new();
+    for ex in std::mem::take(&mut d.kept) {
+        indexed.push(ex.node.source_file.clone());
+        let f = finish_spec(settings, ex, extras);
+        d.diagnostics.extend(f.diagnostics);
+        out.extend(f.files);
     }
     if !indexed.is_empty() || existing_manifest.is_some() {
         out.insert(
             "manifest.json".to_string(),
             derive_manifest(
                 settings,
-                indexed.into_iter(),
+                indexed.iter().map(String::as_str),
                 kdd_yaml,
                 existing_manifest,
                 extras,
@@ -209,9 +191,67 @@ pub fn derive_index(
     }
     DerivedIndex {
         files: out,
-        diagnostics: diags,
-        unreadable,
+        diagnostics: d.diagnostics,
+        unreadable: d.unreadable,
     }
+}
+
+/// The specs of a tree extracted, one per id.
+struct Settled {
+    /// The spec that keeps each id, in path order.
+    kept: Vec<crate::spec::Extracted>,
+    diagnostics: Vec<Diagnostic>,
+    unreadable: BTreeSet<String>,
+}
+
+/// Extract every source (in path order) and keep one spec per id ([`super::takes_id`]); the
+/// others are named as duplicates.
+fn keep_one_per_id<'a>(
+    settings: &Settings,
+    sources: impl Iterator<Item = &'a (String, Vec<u8>)>,
+    holders: &super::Holders,
+) -> Settled {
+    let mut s = Settled {
+        kept: Vec::new(),
+        diagnostics: Vec::new(),
+        unreadable: BTreeSet::new(),
+    };
+    let mut extracted: Vec<crate::spec::Extracted> = Vec::new();
+    let mut keeper: BTreeMap<String, usize> = BTreeMap::new();
+    for (p, b) in sources {
+        let ex = match extract_spec(settings, p, b) {
+            Ok(ex) => ex,
+            Err(d) => {
+                s.unreadable.insert(p.clone());
+                s.diagnostics.push(d);
+                continue;
+            }
+        };
+        let id = ex.node.id.clone();
+        extracted.push(ex);
+        let new = extracted.len() - 1;
+        let Some(old) = keeper.insert(id.clone(), new) else {
+            continue;
+        };
+        let holder = holders.get(&id).map(String::as_str);
+        let file = |i: usize| extracted[i].node.source_file.as_str();
+        let (win, lose) = match super::takes_id(file(new), file(old), holder) {
+            true => (new, old),
+            false => (old, new),
+        };
+        keeper.insert(id.clone(), win);
+        s.diagnostics
+            .push(super::duplicate_error(file(lose), file(win), &id));
+    }
+    let keep: BTreeSet<usize> = keeper.into_values().collect();
+    for (i, ex) in extracted.into_iter().enumerate() {
+        if keep.contains(&i) {
+            s.kept.push(ex);
+        } else {
+            s.diagnostics.extend(ex.diagnostics);
+        }
+    }
+    s
 }
 
 /// The manifest's structure rule, written once: multi-domain when any domain other than

@@ -1,6 +1,6 @@
 //! [`full`]: index every spec and document of the work tree, as named steps: list the files,
-//! derive each through the pure core ([`super::derive_spec`], rayon), keep the first path of
-//! each id, write, prune what no live spec owns, write the manifest.
+//! derive each through the pure core ([`super::derive_spec`], rayon), settle duplicate ids
+//! ([`super::takes_id`]), write, prune what no live spec owns, write the manifest.
 //!
 //! Unchanged specs rewrite nothing ([`crate::artifact::write_if_changed`]), so a re-run leaves the
 //! tree byte-identical; one unreadable spec is a diagnostic, never an abort.
@@ -31,7 +31,7 @@ pub fn full(settings: &Settings, opts: &Options<'_>) -> Result<Outcome, Error> {
         ..Outcome::default()
     };
     let results = derive_files(settings, &files, opts);
-    let winners = first_path_wins(results, &mut out);
+    let winners = settle_ids(results, &indexed_holders(settings), &mut out);
     let list: Vec<&Derived> = winners.values().collect();
     let written: Vec<Result<_, Error>> = list.par_iter().map(|d| w.write(d)).collect();
     let mut expected: BTreeSet<String> = BTreeSet::new();
@@ -79,10 +79,20 @@ fn derive_files(
         .collect()
 }
 
-/// Duplicate node ids: the first path in order wins; the others are failed files with an
-/// error naming both. Every other diagnostic is collected into `out`.
-fn first_path_wins(
+/// Who holds each id in the index on disk (its node files; unreadable ones hold nothing).
+fn indexed_holders(settings: &Settings) -> super::Holders {
+    match IndexStore::new(&settings.index_dir).load_nodes() {
+        Ok((nodes, _)) => super::holders(&nodes),
+        Err(_) => super::Holders::new(),
+    }
+}
+
+/// Duplicate node ids ([`super::takes_id`]): the spec the index on disk gives the id to keeps
+/// it, else the first path in order; the others are failed files with an error naming both.
+/// Every other diagnostic is collected into `out`.
+fn settle_ids(
     results: Vec<Result<Derived, Diagnostic>>,
+    indexed: &super::Holders,
     out: &mut Outcome,
 ) -> BTreeMap<String, Derived> {
     let mut winners: BTreeMap<String, Derived> = BTreeMap::new();
@@ -90,15 +100,23 @@ fn first_path_wins(
         match r {
             Ok(mut d) => {
                 out.diagnostics.append(&mut d.diagnostics);
-                if let Some(w) = winners.get(&d.node.id) {
-                    out.failed += 1;
+                let id = d.node.id.clone();
+                let Some(w) = winners.get(&id) else {
+                    winners.insert(id, d);
+                    continue;
+                };
+                out.failed += 1;
+                let holder = indexed.get(&id).map(String::as_str);
+                if super::takes_id(&d.node.source_file, &w.node.source_file, holder) {
+                    let (new, lost) = (d.node.source_file.clone(), w.node.source_file.clone());
+                    winners.insert(id.clone(), d);
+                    out.diagnostics.push(duplicate_error(&lost, &new, &id));
+                } else {
                     out.diagnostics.push(duplicate_error(
                         &d.node.source_file,
                         &w.node.source_file,
-                        &d.node.id,
+                        &id,
                     ));
-                } else {
-                    winners.insert(d.node.id.clone(), d);
                 }
             }
             Err(d) => {

@@ -15,8 +15,9 @@
 //!   (a rename is a delete + an add). Its [`Outcome`] lists exactly the repo-relative artifact
 //!   paths written and removed.
 //!
-//! Duplicate node ids across files: the lexicographically first path wins, deterministically;
-//! the other file gets an error naming both files and writes nothing. One bad spec never aborts
+//! Duplicate node ids across files ([`takes_id`]): the spec the index already gives the id to
+//! keeps it while it declares it; between new claimants the lexicographically first path wins.
+//! The other file gets an error naming both files and writes nothing. One bad spec never aborts
 //! a run; every problem is a [`Diagnostic`] naming the file.
 //!
 //! Storage choice (REQ-002): the committed node file holds only identity (no indexed fields,
@@ -262,15 +263,39 @@ impl Writer {
     }
 }
 
-/// The error of a spec whose id is already taken by `winner` (first path in order); shared
-/// with the hook so both say the same.
+/// Who holds each id in the index being updated: node id → the spec its node file names.
+pub type Holders = std::collections::HashMap<String, String>;
+
+/// [`Holders`] from the nodes of the index being updated.
+pub fn holders<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Holders {
+    nodes
+        .into_iter()
+        .map(|n| (n.id.clone(), n.source_file.clone()))
+        .collect()
+}
+
+/// The duplicate-id rule, written once for every writer: when `challenger` declares an id that
+/// `holder` took earlier in this run, does the challenger take it over? The spec the index
+/// already gives the id to (`indexed`) keeps it for as long as it declares it, so a new file
+/// never takes over an indexed node, whatever its name; between newcomers the first path in
+/// order wins.
+pub fn takes_id(challenger: &str, holder: &str, indexed: Option<&str>) -> bool {
+    match indexed {
+        Some(i) if i == challenger => true,
+        Some(i) if i == holder => false,
+        _ => challenger < holder,
+    }
+}
+
+/// The error of a spec whose id `winner` keeps ([`takes_id`]); shared with the hook so both
+/// say the same.
 pub fn duplicate_error(loser: &str, winner: &str, id: &str) -> Diagnostic {
     Diagnostic {
         severity: Severity::Error,
         file: loser.to_string(),
         line: None,
         message: format!(
-            "duplicate id `{id}`: also defined by {winner}, which wins (first path in order); this file was not indexed — give one of them a different `id`"
+            "duplicate id `{id}`: also defined by {winner}, which keeps it (the spec already indexed under an id keeps it; between new ones the first path in order); this file was not indexed — give one of them a different `id`"
         ),
     }
 }

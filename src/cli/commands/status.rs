@@ -81,12 +81,19 @@ pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
         crate::index::list_specs(settings).unwrap_or_default()
     };
     let mut files_with_errors = walk_diags;
+    let mut duplicates = graph.duplicates.clone();
     let (stale, unindexed) = if settings.bare {
         (Vec::new(), Vec::new())
     } else {
         (
             stale_nodes(settings, &graph),
-            unindexed_files(settings, &graph, &files, &mut files_with_errors),
+            unindexed_files(
+                settings,
+                &graph,
+                &files,
+                &mut files_with_errors,
+                &mut duplicates,
+            ),
         )
     };
     let layer_violations = graph
@@ -111,7 +118,7 @@ pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
         edge_types: graph.edge_type_counts(),
         orphans: graph.orphans.clone(),
         layer_violations,
-        duplicates: graph.duplicates.clone(),
+        duplicates,
         files_with_errors,
         stale,
         unindexed,
@@ -174,13 +181,14 @@ fn stale_nodes(settings: &crate::config::Settings, graph: &Graph) -> Vec<Stale> 
     stale
 }
 
-/// Spec files no node comes from; those that cannot be indexed (or whose id another file
-/// already holds) join `files_with_errors`.
+/// Spec files no node comes from; those that cannot be indexed join `files_with_errors`, and
+/// those whose id another file holds also join `duplicates` (as dropped beside the holder).
 fn unindexed_files(
     settings: &crate::config::Settings,
     graph: &Graph,
     files: &[String],
     files_with_errors: &mut Vec<Diagnostic>,
+    duplicates: &mut Vec<Duplicate>,
 ) -> Vec<String> {
     let roots = settings.roots();
     let by_file: HashMap<&str, &crate::spec::Node> = graph
@@ -200,19 +208,24 @@ fn unindexed_files(
         match extracted {
             Err(d) => files_with_errors.push(d),
             Ok(ex) => {
-                if graph.node(&ex.node.id).is_some() {
+                if let Some(holder) = graph.node(&ex.node.id) {
                     files_with_errors.push(Diagnostic {
                         severity: Severity::Error,
                         file: f.clone(),
                         line: None,
                         message: format!(
                             "duplicate id `{}` (also in {})",
-                            ex.node.id,
-                            graph
-                                .node(&ex.node.id)
-                                .map_or("", |n| n.source_file.as_str())
+                            ex.node.id, holder.source_file
                         ),
                     });
+                    match duplicates.iter_mut().find(|d| d.id == ex.node.id) {
+                        Some(d) => d.dropped.push(f.clone()),
+                        None => duplicates.push(Duplicate {
+                            id: ex.node.id.clone(),
+                            kept: holder.source_file.clone(),
+                            dropped: vec![f.clone()],
+                        }),
+                    }
                 }
             }
         }

@@ -69,7 +69,17 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
     let extras = audit
         .as_ref()
         .map(|a| a as &dyn crate::index::ArtifactExtras);
-    let derived = crate::index::derive_index(settings, &specs, manifest.as_deref(), extras);
+    // The ids the committed node files give their specs: a spec holding an id keeps it.
+    let holders = crate::index::holders(
+        actual
+            .iter()
+            .filter(|(p, _)| p.starts_with("nodes/"))
+            .filter_map(|(_, b)| serde_json::from_slice::<crate::spec::Node>(b).ok())
+            .collect::<Vec<_>>()
+            .iter(),
+    );
+    let derived =
+        crate::index::derive_index(settings, &specs, manifest.as_deref(), &holders, extras);
     let expected = &derived.files;
     let roots = settings.roots();
     let ign = crate::roots::Ignores::from_lookup(&roots, |rel| {

@@ -508,3 +508,95 @@ fn a_second_spec_claiming_an_id_is_named_and_verify_still_passes() {
         text(&o)
     );
 }
+
+#[test]
+fn a_new_file_never_takes_over_an_indexed_id() {
+    // Red team: a teammate's new file declaring an id another spec holds, under a path that
+    // sorts first (`AAA.md`), took the node over at the next commit (named as a duplicate, but
+    // the node, its edges and its answers changed). The spec the index gives the id keeps it,
+    // in the hook, in `kdd index`, in `kdd verify` and in `kdd status`.
+    let r = Repo::new();
+    let pedido = "specs/01-domain/entities/Pedido.md";
+    r.write(
+        pedido,
+        &spec(
+            "entity",
+            "Pedido",
+            "Pedido",
+            "## Descripción\n\nUn pedido de compra.\n",
+        ),
+    );
+    assert!(r.kdd(&["install"]).status.success());
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "specs"]);
+    let node = || r.git(&["show", "HEAD:.kdd-index/nodes/entity/Pedido.json"]);
+    assert!(node().contains(pedido), "{}", node());
+    r.write(
+        "specs/01-domain/entities/AAA.md",
+        &spec(
+            "entity",
+            "Pedido",
+            "Impostor",
+            "## Descripción\n\nOtra cosa.\n",
+        ),
+    );
+    // With a node file crafted to name the newcomer staged beside it: HEAD's decides.
+    r.write(
+        ".kdd-index/nodes/entity/Pedido.json",
+        &node().replace(pedido, "specs/01-domain/entities/AAA.md"),
+    );
+    r.git(&["add", "-A"]);
+    let o = r.git_out(&["commit", "-qm", "impostor"]);
+    assert!(
+        text(&o).1.contains("AAA.md: duplicate id"),
+        "{:?}",
+        text(&o)
+    );
+    assert!(
+        node().contains(pedido) && !node().contains("Impostor"),
+        "{}",
+        node()
+    );
+    // The holder edited (still declaring the id) keeps it too.
+    r.write(
+        pedido,
+        &spec(
+            "entity",
+            "Pedido",
+            "Pedido",
+            "## Descripción\n\nUn pedido de compra, editado.\n",
+        ),
+    );
+    r.git(&["commit", "-qam", "edit"]);
+    assert!(node().contains(pedido), "{}", node());
+    let before = crate::util::tree(&r.dir.join(".kdd-index"));
+    let o = r.kdd(&["index"]);
+    assert!(
+        text(&o).1.contains("AAA.md: duplicate id"),
+        "{:?}",
+        text(&o)
+    );
+    assert_eq!(before, crate::util::tree(&r.dir.join(".kdd-index")));
+    let o = r.kdd(&["verify"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let (out, _) = text(&r.kdd(&["status"]));
+    assert!(
+        out.contains(&format!(
+            "Entity:Pedido: kept {pedido}, dropped specs/01-domain/entities/AAA.md"
+        )),
+        "{out}"
+    );
+    // The holder gives the id up: the other file takes it.
+    r.write(
+        pedido,
+        &spec(
+            "entity",
+            "Pedido2",
+            "Pedido",
+            "## Descripción\n\nRenombrado.\n",
+        ),
+    );
+    r.git(&["commit", "-qam", "give up"]);
+    assert!(node().contains("AAA.md"), "{}", node());
+    assert!(r.kdd(&["verify"]).status.success());
+}
