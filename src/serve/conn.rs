@@ -9,9 +9,11 @@
 //! - **Idle keep-alive timeout**: a connection with no request in flight for
 //!   [`Limits::idle_timeout`] is closed.
 //! - **Connection cap**: at most [`Limits::max_connections`] are open at once. When a new one
-//!   arrives at the cap, the connection idle the longest is closed to make room (never one with
-//!   a request in flight); when every connection is busy, new ones wait in the kernel's
-//!   backlog. Running out of file descriptors below the cap (a low `ulimit -n`) makes room
+//!   arrives at the cap, the connection idle the longest is closed to make room; when none is
+//!   idle, the one that has been receiving a request body the longest is cut (a body still
+//!   arriving holds no work, and slow bodies must not hold the server for a request deadline);
+//!   a request being answered is never cut: when every connection is answering one, new ones
+//!   wait in the kernel's backlog. Running out of file descriptors below the cap (a low `ulimit -n`) makes room
 //!   the same way. So idle sockets, however many, never stop `/health`.
 //! - **Request deadline**: a request, body read included, is answered within
 //!   [`Limits::request_timeout`] (408 past it) so a slow body cannot hold a slot forever.
@@ -66,6 +68,9 @@ struct Slot {
     last: AtomicU64,
     /// Asked to close (cap reached and this one idle the longest).
     evict: Notify,
+    /// While a request body is arriving: 1 + milliseconds since the server started at which it
+    /// began; 0 otherwise.
+    receiving: AtomicU64,
 }
 
 struct Conns {
@@ -85,19 +90,26 @@ impl Conns {
             busy: AtomicUsize::new(0),
             last: AtomicU64::new(self.now_ms()),
             evict: Notify::new(),
+            receiving: AtomicU64::new(0),
         });
         lock(&self.open).insert(id, slot.clone());
         (id, slot)
     }
 
-    /// Ask the connection idle the longest to close; false when every one is busy.
-    fn evict_idlest(&self) -> bool {
+    /// Ask the connection idle the longest to close, else the one receiving a request body the
+    /// longest; false when every one is answering a request.
+    fn make_room(&self) -> bool {
         let open = lock(&self.open);
         let idlest = open
             .values()
             .filter(|s| s.busy.load(Ordering::Acquire) == 0)
             .min_by_key(|s| s.last.load(Ordering::Acquire));
-        match idlest {
+        let slowest = || {
+            open.values()
+                .filter(|s| s.receiving.load(Ordering::Acquire) != 0)
+                .min_by_key(|s| s.receiving.load(Ordering::Acquire))
+        };
+        match idlest.or_else(slowest) {
             Some(s) => {
                 s.evict.notify_one();
                 true
@@ -138,6 +150,63 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.last.store(self.1.now_ms(), Ordering::Release);
         self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A request body that marks its connection as receiving until the body has arrived (or is
+/// dropped), so that at the cap a slow body can be cut to make room.
+struct Receiving {
+    inner: Incoming,
+    slot: Option<Arc<Slot>>,
+}
+
+impl Receiving {
+    fn new(inner: Incoming, slot: &Arc<Slot>, now_ms: u64) -> Receiving {
+        use hyper::body::Body as _;
+        let slot = (!inner.is_end_stream()).then(|| {
+            slot.receiving.store(now_ms + 1, Ordering::Release);
+            slot.clone()
+        });
+        Receiving { inner, slot }
+    }
+
+    fn arrived(&mut self) {
+        if let Some(s) = self.slot.take() {
+            s.receiving.store(0, Ordering::Release);
+        }
+    }
+}
+
+impl hyper::body::Body for Receiving {
+    type Data = axum::body::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        let r = std::pin::Pin::new(&mut this.inner).poll_frame(cx);
+        if let std::task::Poll::Ready(frame) = &r {
+            if !matches!(frame, Some(Ok(_))) || this.inner.is_end_stream() {
+                this.arrived();
+            }
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Receiving {
+    fn drop(&mut self) {
+        self.arrived();
     }
 }
 
@@ -286,7 +355,7 @@ pub async fn serve(
         let permit = match permits.clone().try_acquire_owned() {
             Ok(p) => p,
             Err(_) => {
-                conns.evict_idlest();
+                conns.make_room();
                 match permits.clone().acquire_owned().await {
                     Ok(p) => p,
                     Err(_) => break,
@@ -317,7 +386,7 @@ pub async fn serve(
 /// A failed accept. Out of descriptors (the process limit is below the cap): make room as at
 /// the cap. Anything else (a reset before accept): wait, go on. Warns at most once a second.
 async fn accept_failed(e: &std::io::Error, conns: &Conns, last_warning: &mut Option<Instant>) {
-    let room = out_of_descriptors(e) && conns.evict_idlest();
+    let room = out_of_descriptors(e) && conns.make_room();
     if last_warning.is_none_or(|t: Instant| t.elapsed() > Duration::from_secs(1)) {
         crate::report::warn(&format!("kdd serve: accept failed: {e}"));
         *last_warning = Some(Instant::now());
@@ -370,9 +439,10 @@ impl Connection {
             hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
                 let guard = InFlight::new(&slot, &conns);
                 let app = app.clone();
+                let req = req.map(|b| Body::new(Receiving::new(b, &slot, conns.now_ms())));
                 async move {
                     use tower::ServiceExt;
-                    let answer = app.oneshot(req.map(Body::new));
+                    let answer = app.oneshot(req);
                     let r = match tokio::time::timeout(limits.request_timeout, answer).await {
                         Ok(Ok(r)) => r,
                         Ok(Err(never)) => match never {},
@@ -398,7 +468,10 @@ impl Connection {
             tokio::select! {
                 _ = conn.as_mut() => break,
                 _ = slot.evict.notified() => {
-                    if slot.busy.load(Ordering::Acquire) == 0 {
+                    // Idle, or a body still arriving: closed now (no answer is owed work).
+                    if slot.busy.load(Ordering::Acquire) == 0
+                        || slot.receiving.load(Ordering::Acquire) != 0
+                    {
                         break;
                     }
                     conn.as_mut().graceful_shutdown();

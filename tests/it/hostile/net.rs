@@ -203,6 +203,59 @@ fn http_health_answers_when_descriptors_run_out() {
 }
 
 #[test]
+fn http_slow_bodies_make_room_at_the_cap() {
+    // Red team: without a token, connections that send a whole request head and then a body a
+    // few bytes at a time held every slot until the 30 s request deadline (/health waited ~28 s).
+    // At the cap, the connection receiving a body the longest is cut to make room.
+    let r = Repo::new();
+    let cap = 8;
+    let srv = Server::start(
+        &r.dir,
+        &[
+            "--bind",
+            "127.0.0.1:0",
+            "--max-connections",
+            &cap.to_string(),
+        ],
+        &[],
+    )
+    .expect("serve");
+    let head = "POST /v1/retrieve/search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{\"query\": \"";
+    let slow: Vec<TcpStream> = (0..cap * 2)
+        .map(|_| {
+            let mut s = srv.connect();
+            s.write_all(head.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    for s in &slow {
+        let _ = (&*s).write_all(b"a");
+    }
+    let t = Instant::now();
+    let (status, body) = srv.health("127.0.0.1");
+    let took = t.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert!(took < Duration::from_secs(3), "/health took {took:?}");
+    let cut = slow
+        .iter()
+        .filter(|s| closed_within(s, Duration::from_millis(200)))
+        .count();
+    assert!(cut >= 1, "no slow body was cut");
+    // A whole request still gets its answer.
+    let q = r#"{"query": "pedido"}"#;
+    let (status, body) = srv.raw(&format!(
+        "POST /v1/retrieve/search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{q}",
+        q.len()
+    ));
+    assert!(status != 0 && status != 408, "{status} {body}");
+    println!(
+        "{} slow bodies, cap {cap}: /health in {took:?}, {cut} cut",
+        slow.len()
+    );
+}
+
+#[test]
 fn http_slow_headers_are_cut_off() {
     let r = Repo::new();
     let srv = Server::start(
