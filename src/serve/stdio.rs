@@ -3,7 +3,10 @@
 //! rmcp silently drops a line that is not JSON; JSON-RPC 2.0 asks for a `-32700` "Parse error"
 //! response with `"id": null`. [`framed`] sits between the process's stdin/stdout and rmcp:
 //! every input line that is not JSON (bad syntax, truncated, not UTF-8, nested past serde's
-//! depth limit) is answered with [`PARSE_ERROR`] and never reaches rmcp; a line over
+//! depth limit) is answered with [`PARSE_ERROR`] and never reaches rmcp; a JSON line rmcp
+//! cannot read either (an `id` that is neither a string nor an integer, such as `1.5` or
+//! `true`, or a number past 64-bit range, such as `1e400`) is answered with [`INVALID_REQUEST`]
+//! (rmcp dropped those in silence too); a line over
 //! [`MAX_LINE`] bytes is answered with `-32600` and skipped without being buffered whole; blank
 //! lines are ignored; every other line goes to rmcp unchanged. The server keeps serving.
 //!
@@ -20,6 +23,9 @@ pub const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// The answer to a line that is not JSON.
 pub const PARSE_ERROR: &str = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the line is not a JSON value"}}"#;
+
+/// The answer to a JSON line whose id (or another number) rmcp cannot read.
+pub const INVALID_REQUEST: &str = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or an integer, and every number must fit a 64-bit float"}}"#;
 
 /// The answer to a line over [`MAX_LINE`].
 pub const TOO_LONG: &str = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the line is over 16 MiB"}}"#;
@@ -39,9 +45,31 @@ where
     (rmcp_in, rmcp_out, out)
 }
 
-/// Is this line a JSON value at all (whatever its shape)?
-fn is_json(line: &[u8]) -> bool {
-    serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
+/// The answer a line gets from the framing itself, if any: not JSON → [`PARSE_ERROR`]; JSON
+/// that rmcp cannot read → [`INVALID_REQUEST`]; anything else goes on to rmcp.
+fn refusal(line: &[u8]) -> Option<&'static str> {
+    match serde_json::from_slice::<serde_json::Value>(line) {
+        Ok(v) => (!readable_id(&v)).then_some(INVALID_REQUEST),
+        Err(_) if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok() => {
+            Some(INVALID_REQUEST)
+        }
+        Err(_) => Some(PARSE_ERROR),
+    }
+}
+
+/// A message's `id` as rmcp reads one: absent, null, a string, or an integer (also written
+/// `1.0` or `1e2`, below 2^53). Batches and other shapes are rmcp's to judge.
+fn readable_id(v: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match v.get("id") {
+        None | Some(Value::Null | Value::String(_)) => true,
+        Some(Value::Number(n)) => {
+            n.as_i64().is_some()
+                || n.as_f64()
+                    .is_some_and(|f| f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0)
+        }
+        Some(_) => false,
+    }
 }
 
 async fn pump_input<R: AsyncRead + Unpin>(
@@ -83,8 +111,8 @@ async fn pump_input<R: AsyncRead + Unpin>(
         if body.trim_ascii().is_empty() {
             continue;
         }
-        if !is_json(body) {
-            if errors.send(PARSE_ERROR).await.is_err() {
+        if let Some(answer) = refusal(body) {
+            if errors.send(answer).await.is_err() {
                 return;
             }
             continue;
@@ -144,16 +172,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_json_values_pass() {
-        assert!(is_json(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#));
-        assert!(is_json(b"[1, 2]"));
-        assert!(!is_json(b"{not json"));
-        assert!(!is_json(b"\xff\xfe"));
-        assert!(!is_json(&[b'['; 10_000]));
-        let v: serde_json::Value = serde_json::from_str(PARSE_ERROR).unwrap();
-        assert_eq!(v["error"]["code"], -32700);
-        assert!(v["id"].is_null());
-        let v: serde_json::Value = serde_json::from_str(TOO_LONG).unwrap();
+    fn only_json_values_rmcp_can_read_pass() {
+        for ok in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":-7,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1.0,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1e2,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            "[1, 2]",
+        ] {
+            assert_eq!(refusal(ok.as_bytes()), None, "{ok}");
+        }
+        for bad in [
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1e400,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#,
+        ] {
+            assert_eq!(refusal(bad.as_bytes()), Some(INVALID_REQUEST), "{bad}");
+        }
+        assert_eq!(refusal(b"{not json"), Some(PARSE_ERROR));
+        assert_eq!(refusal(b"\xff\xfe"), Some(PARSE_ERROR));
+        assert_eq!(refusal(&[b'['; 10_000]), Some(PARSE_ERROR));
+        for line in [PARSE_ERROR, TOO_LONG, INVALID_REQUEST] {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert!(v["id"].is_null());
+        }
+        let v: serde_json::Value = serde_json::from_str(INVALID_REQUEST).unwrap();
         assert_eq!(v["error"]["code"], -32600);
     }
 }

@@ -438,6 +438,13 @@ fn mcp_answers_parse_errors_and_keeps_serving() {
         .unwrap();
     let v = next(&mut stdin, b"}}}\n");
     assert_eq!(v["error"]["code"], -32700, "{v}");
+    // JSON whose id rmcp cannot read (it dropped these in silence): Invalid Request.
+    for id in ["1.5", "1e400", "true", "18446744073709551615"] {
+        let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n");
+        let v = next(&mut stdin, line.as_bytes());
+        assert_eq!(v["error"]["code"], -32600, "{id}: {v}");
+        assert!(v["id"].is_null(), "{v}");
+    }
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
     let v = next(&mut stdin, format!("{list}\n").as_bytes());
     assert_eq!(v["id"], 2, "{v}");
