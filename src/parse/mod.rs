@@ -144,6 +144,7 @@ pub fn parse(path: &str, bytes: &[u8]) -> Result<Document, Diagnostic> {
         }
     };
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let text = &lone_cr_as_lf(text);
     if let Err(e) = limits::check(text, path.ends_with(".feature")) {
         return Err(diag(path, Severity::Error, Some(e.line), e.message));
     }
@@ -180,6 +181,24 @@ fn memchr_nul(bytes: &[u8]) -> Option<usize> {
     bytes.iter().position(|&b| b == 0)
 }
 
+/// Classic Mac line endings: a CR not followed by LF reads as a line break, so a file saved that
+/// way keeps its front matter, headings and cited lines (it read as one line, every citation
+/// `1-1`). CRLF is left alone; the text keeps its length, byte for byte.
+fn lone_cr_as_lf(text: &str) -> std::borrow::Cow<'_, str> {
+    let b = text.as_bytes();
+    let lone = |i: usize| b[i] == b'\r' && b.get(i + 1) != Some(&b'\n');
+    if !(0..b.len()).any(lone) {
+        return text.into();
+    }
+    let out: Vec<u8> = (0..b.len())
+        .map(|i| if lone(i) { b'\n' } else { b[i] })
+        .collect();
+    // Only ASCII CR bytes became ASCII LF bytes: still UTF-8.
+    String::from_utf8(out)
+        .map(Into::into)
+        .unwrap_or_else(|_| text.into())
+}
+
 fn line_of(bytes: &[u8], offset: usize) -> usize {
     bytes[..offset.min(bytes.len())]
         .iter()
@@ -211,6 +230,25 @@ mod tests {
             d.diagnostics
         );
         assert!(d.diagnostics[0].line.is_some());
+    }
+
+    #[test]
+    fn classic_mac_line_endings_keep_front_matter_and_lines() {
+        let src =
+            "---\rid: Pedido\rkind: entity\r---\r\r# Pedido\r\r## Descripción\r\rUn [[Usuario]].\r";
+        let d = parse("specs/01-domain/entities/Pedido.md", src.as_bytes()).unwrap();
+        assert_eq!(d.front_matter["id"], "Pedido");
+        let heads: Vec<_> = d
+            .sections
+            .iter()
+            .map(|s| (s.heading.as_str(), s.line))
+            .collect();
+        assert_eq!(heads, [("Pedido", 6), ("Descripción", 8)]);
+        assert_eq!(d.links[0].line, 10);
+        // CRLF and LF files parse as before.
+        let crlf = parse("a.md", src.replace('\r', "\r\n").as_bytes()).unwrap();
+        assert_eq!(crlf.sections.len(), 2);
+        assert_eq!(crlf.links[0].line, 10);
     }
 
     #[test]
