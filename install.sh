@@ -319,7 +319,11 @@ run_checks() {
   # CI runs the spec-parser fuzz (tests/it/fuzz_parse.rs) longer than a local `cargo test`:
   # 5000 mutated cases, about 10 s; override with KDD_FUZZ_CASES.
   say "checks: cargo test (KDD_FUZZ_CASES=${KDD_FUZZ_CASES:-5000})"
-  KDD_FUZZ_CASES="${KDD_FUZZ_CASES:-5000}" cargo test --locked
+  # The test binary also loads the real model in-process (tests/it/embed.rs), and ONNX Runtime
+  # keeps a device id under $XDG_CACHE_HOME: pointed into the build cache, not ~/.cache (kdd's
+  # own binaries point it nowhere: proc::confine_runtime_cache).
+  mkdir -p "$BUILD_DIR/test-cache"
+  XDG_CACHE_HOME="$BUILD_DIR/test-cache" KDD_FUZZ_CASES="${KDD_FUZZ_CASES:-5000}" cargo test --locked
 }
 
 # ---- main ---------------------------------------------------------------------------------
