@@ -517,15 +517,10 @@ fn a_new_file_never_takes_over_an_indexed_id() {
     // in the hook, in `kdd index`, in `kdd verify` and in `kdd status`.
     let r = Repo::new();
     let pedido = "specs/01-domain/entities/Pedido.md";
-    r.write(
-        pedido,
-        &spec(
-            "entity",
-            "Pedido",
-            "Pedido",
-            "## Descripción\n\nUn pedido de compra.\n",
-        ),
-    );
+    let entity = |id: &str, title: &str, text: &str| {
+        spec("entity", id, title, &format!("## Descripción\n\n{text}\n"))
+    };
+    r.write(pedido, &entity("Pedido", "Pedido", "Un pedido de compra."));
     assert!(r.kdd(&["install"]).status.success());
     r.git(&["add", "-A"]);
     r.git(&["commit", "-qm", "specs"]);
@@ -533,12 +528,7 @@ fn a_new_file_never_takes_over_an_indexed_id() {
     assert!(node().contains(pedido), "{}", node());
     r.write(
         "specs/01-domain/entities/AAA.md",
-        &spec(
-            "entity",
-            "Pedido",
-            "Impostor",
-            "## Descripción\n\nOtra cosa.\n",
-        ),
+        &entity("Pedido", "Impostor", "Otra cosa."),
     );
     // With a node file crafted to name the newcomer staged beside it: HEAD's decides.
     r.write(
@@ -560,12 +550,7 @@ fn a_new_file_never_takes_over_an_indexed_id() {
     // The holder edited (still declaring the id) keeps it too.
     r.write(
         pedido,
-        &spec(
-            "entity",
-            "Pedido",
-            "Pedido",
-            "## Descripción\n\nUn pedido de compra, editado.\n",
-        ),
+        &entity("Pedido", "Pedido", "Un pedido de compra, editado."),
     );
     r.git(&["commit", "-qam", "edit"]);
     assert!(node().contains(pedido), "{}", node());
@@ -587,15 +572,7 @@ fn a_new_file_never_takes_over_an_indexed_id() {
         "{out}"
     );
     // The holder gives the id up: the other file takes it.
-    r.write(
-        pedido,
-        &spec(
-            "entity",
-            "Pedido2",
-            "Pedido",
-            "## Descripción\n\nRenombrado.\n",
-        ),
-    );
+    r.write(pedido, &entity("Pedido2", "Pedido", "Renombrado."));
     r.git(&["commit", "-qam", "give up"]);
     assert!(node().contains("AAA.md"), "{}", node());
     assert!(r.kdd(&["verify"]).status.success());
