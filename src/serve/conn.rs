@@ -12,9 +12,10 @@
 //!   arrives at the cap, the connection idle the longest is closed to make room; when none is
 //!   idle, the one that has been receiving a request body the longest is cut (a body still
 //!   arriving holds no work, and slow bodies must not hold the server for a request deadline);
-//!   a request being answered is never cut: when every connection is answering one, new ones
-//!   wait in the kernel's backlog. Running out of file descriptors below the cap (a low `ulimit -n`) makes room
-//!   the same way. So idle sockets, however many, never stop `/health`.
+//!   a request being answered is never cut: when every connection is answering one, the new one
+//!   waits, looking again every 50 ms, and the rest wait in the kernel's backlog. Running out
+//!   of file descriptors below the cap (a low `ulimit -n`) makes room the same way. So idle
+//!   sockets, however many, never stop `/health`.
 //! - **Request deadline**: a request, body read included, is answered within
 //!   [`Limits::request_timeout`] (408 past it) so a slow body cannot hold a slot forever.
 //! - **Request line**: a connection's first request line longer than [`MAX_REQUEST_LINE`] is
@@ -354,13 +355,10 @@ pub async fn serve(
         };
         let permit = match permits.clone().try_acquire_owned() {
             Ok(p) => p,
-            Err(_) => {
-                conns.make_room();
-                match permits.clone().acquire_owned().await {
-                    Ok(p) => p,
-                    Err(_) => break,
-                }
-            }
+            Err(_) => match wait_for_room(&permits, &conns).await {
+                Some(p) => p,
+                None => break,
+            },
         };
         let _ = stream.set_nodelay(true);
         let opened = conns.open();
@@ -382,6 +380,27 @@ pub async fn serve(
     let _ = tokio::time::timeout(limits.request_timeout, permits.acquire_many(all)).await;
     Ok(())
 }
+
+/// At the cap: make room, and while every connection is answering a request, look again every
+/// [`ROOM_RETRY`] (a connection that has answered since and sits idle, or one that started
+/// receiving a body, is then closed; red team: one look at arrival left a new connection waiting
+/// for a free slot while busy keep-alive clients kept going idle and busy again).
+async fn wait_for_room(
+    permits: &Arc<Semaphore>,
+    conns: &Conns,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    loop {
+        let asked = conns.make_room();
+        let retry = if asked { ROOM_RETRY * 10 } else { ROOM_RETRY };
+        tokio::select! {
+            p = permits.clone().acquire_owned() => return p.ok(),
+            _ = tokio::time::sleep(retry) => {}
+        }
+    }
+}
+
+/// How often a connection waiting at the cap looks again for room.
+const ROOM_RETRY: Duration = Duration::from_millis(50);
 
 /// A failed accept. Out of descriptors (the process limit is below the cap): make room as at
 /// the cap. Anything else (a reset before accept): wait, go on. Warns at most once a second.

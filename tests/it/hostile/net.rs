@@ -256,6 +256,55 @@ fn http_slow_bodies_make_room_at_the_cap() {
 }
 
 #[test]
+fn http_a_connection_waiting_at_the_cap_gets_in_once_one_goes_idle() {
+    // Red team: room was looked for once, when a connection arrived at the cap; with every
+    // connection answering a request then, it waited for a free slot while the busy keep-alive
+    // clients went idle (until their idle timeout, 60 s here). It looks again every 50 ms.
+    let r = Repo::new();
+    let srv = Server::start(
+        &r.dir,
+        &[
+            "--bind",
+            "127.0.0.1:0",
+            "--max-connections",
+            "2",
+            "--idle-timeout-ms",
+            "60000",
+        ],
+        &[("KDD_SERVE_TEST_DELAY_MS", "1500")],
+    )
+    .expect("serve");
+    let q = r#"{"query": "pedido"}"#;
+    let req = format!(
+        "POST /v1/retrieve/search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{q}",
+        q.len()
+    );
+    // Two keep-alive clients: each asks once (1.5 s), reads its answer, then stays open, idle.
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            let mut s = srv.connect();
+            s.write_all(req.as_bytes()).unwrap();
+            std::thread::spawn(move || {
+                let mut b = [0u8; 4096];
+                let n = s.read(&mut b).unwrap_or(0);
+                (s, n)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let (status, body) = srv.health("127.0.0.1");
+    let took = t.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert!(took < Duration::from_secs(5), "/health took {took:?}");
+    for c in clients {
+        let (_s, n) = c.join().unwrap();
+        assert!(n > 0, "a client got no answer");
+    }
+    println!("cap 2, both busy for 1.5 s then idle: /health in {took:?}");
+}
+
+#[test]
 fn http_slow_headers_are_cut_off() {
     let r = Repo::new();
     let srv = Server::start(
