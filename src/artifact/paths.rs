@@ -45,6 +45,22 @@ impl ArtifactPaths {
         Self::stem(node.kind, node.domain.as_deref(), node.local_id())
     }
 
+    /// The claim a node makes, `<id prefix>/[<domain>/]<id>`: equal for two nodes that would
+    /// hold one id (kinds sharing an id prefix: `ui-view`, `ui-component`, `ui-flow`) or write
+    /// one node file (sanitised names that collide). Duplicate ids are settled on it
+    /// (`index::takes_id`).
+    pub fn claim_key(node: &Node) -> String {
+        claim_of(node.kind, &Self::node_stem(node))
+    }
+
+    /// [`Self::claim_key`] of a node file path relative to the index root
+    /// (`nodes/<kind>/….json`).
+    pub fn claim_key_of_rel(rel: &str) -> Option<String> {
+        let stem = rel.strip_prefix("nodes/")?.strip_suffix(".json")?;
+        let (kind, _) = stem.split_once('/')?;
+        Some(claim_of(Kind::parse(kind)?, stem))
+    }
+
     /// `nodes/<stem>.json`, relative to the index root.
     pub fn node_rel(node: &Node) -> String {
         format!("nodes/{}.json", Self::node_stem(node))
@@ -85,6 +101,12 @@ impl ArtifactPaths {
         }
         p
     }
+}
+
+/// `<id prefix>/<the stem after its kind>`.
+fn claim_of(kind: Kind, stem: &str) -> String {
+    let tail = stem.split_once('/').map_or(stem, |(_, t)| t);
+    format!("{}/{tail}", kind.id_prefix())
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 //! `.kdd-index/` are written, removed or staged; one bad spec is a diagnostic and keeps its
 //! previous artifacts.
 
+use super::holder;
 use super::state::{State, STATE_HEADER};
 use super::{art_key, lock, remove_file, stem_of, Error, Options, Report};
 use crate::artifact::{write_artifact, ArtifactPaths, INDEX_DIR};
@@ -318,16 +319,6 @@ fn owners_of_unclaimed(
     Ok(by_spec)
 }
 
-/// The spec `HEAD`'s node file at `node_rel` names, if any: who held the id before this commit.
-/// Read only when two specs claim one id (rare), so the pass reads nothing more otherwise.
-fn committed_holder(ctx: &Ctx<'_>, node_rel: &str) -> Option<String> {
-    let id = git::head_blob(ctx.repo, &format!("{INDEX_DIR}/{node_rel}"))?;
-    let bytes = git::read_blob_within(ctx.repo, id, crate::artifact::MAX_ARTIFACT_BYTES).ok()??;
-    serde_json::from_slice::<Node>(&bytes)
-        .ok()
-        .map(|n| n.source_file)
-}
-
 /// What every step after the record check reads.
 struct Ctx<'a> {
     settings: &'a Settings,
@@ -347,8 +338,9 @@ struct Plan {
     derived: BTreeSet<String>,
     /// Spec paths whose node is in the index after the pass.
     indexed: BTreeSet<String>,
-    /// Node file → owning spec path (duplicate ids: [`crate::index::takes_id`]).
-    owner: BTreeMap<String, String>,
+    /// Claim ([`ArtifactPaths::claim_key`]) → owning spec path and its node file (duplicate
+    /// ids: [`crate::index::takes_id`]).
+    owner: BTreeMap<String, (String, String)>,
 }
 
 impl Plan {
@@ -364,7 +356,10 @@ impl Plan {
                 .filter(|p| !todo.contains(p))
                 .cloned()
                 .collect(),
-            owner: std::mem::take(&mut claims.owner),
+            owner: std::mem::take(&mut claims.owner)
+                .into_iter()
+                .filter_map(|(rel, p)| Some((ArtifactPaths::claim_key_of_rel(&rel)?, (p, rel))))
+                .collect(),
         }
     }
 
@@ -433,25 +428,32 @@ impl Plan {
     ) {
         report.diagnostics.extend(d.diagnostics.iter().cloned());
         let node_rel = ArtifactPaths::node_rel(&d.node);
-        if let Some(o) = self.owner.get(&node_rel).cloned() {
-            let holder = committed_holder(ctx, &node_rel);
-            if !crate::index::takes_id(&p, &o, holder.as_deref()) {
-                let dup = crate::index::duplicate_error(&p, &o, &d.node.id);
-                report.diagnostics.push(dup);
+        let claim = ArtifactPaths::claim_key(&d.node);
+        if let Some((o, o_rel)) = self.owner.get(&claim).cloned() {
+            let held = holder::committed_holder(ctx.repo, &[&node_rel, &o_rel]);
+            let other = holder::node_at(ctx.repo, &ctx.staged.arts, &self.write, &o_rel);
+            if !crate::index::takes_id(&p, &o, held.as_deref()) {
+                report.diagnostics.push(match &other {
+                    Some(w) => crate::index::claim_error(&d.node, w),
+                    None => crate::index::duplicate_error(&p, &o, &d.node.id),
+                });
                 state.specs.remove(&p);
                 return;
             }
             // This spec holds the id, or sorts first among newcomers: it takes the id over.
-            let dup = crate::index::duplicate_error(&o, &p, &d.node.id);
-            report.diagnostics.push(dup);
+            report.diagnostics.push(match &other {
+                Some(l) => crate::index::claim_error(l, &d.node),
+                None => crate::index::duplicate_error(&o, &p, &d.node.id),
+            });
             if let Some((_, files)) = state.specs.remove(&o) {
                 for (rel, _) in files {
                     self.keep.remove(&rel);
+                    self.write.remove(&rel);
                 }
             }
             self.indexed.remove(&o);
         }
-        self.owner.insert(node_rel, p.clone());
+        self.owner.insert(claim, (p.clone(), node_rel));
         report.rederived.push(p.clone());
         let emb = ArtifactPaths::embeddings_rel(&d.node);
         let mut files = Vec::new();

@@ -20,6 +20,7 @@
 //! `crate::git` only reads the staged tree and stages the result.
 
 mod heal;
+mod holder;
 mod state;
 
 pub use heal::heal;

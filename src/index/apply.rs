@@ -9,10 +9,10 @@
 //! order ([`super::takes_id`]), as in [`super::full`].
 
 use super::{
-    build_manifest, duplicate_error, kdd_version, write_manifest, Derived, Error, Options, Outcome,
+    build_manifest, claim_error, kdd_version, write_manifest, Derived, Error, Options, Outcome,
     SpecSource, Writer,
 };
-use crate::artifact::IndexStore;
+use crate::artifact::{ArtifactPaths, IndexStore};
 use crate::config::Settings;
 use crate::spec::{Diagnostic, Node, Severity};
 use rayon::prelude::*;
@@ -55,7 +55,7 @@ pub fn apply_with(
     // Old nodes of successfully re-derived files whose id changed are gone.
     for d in results.iter().flatten() {
         for n in known.take_file(&d.node.source_file) {
-            if n.id != d.node.id {
+            if ArtifactPaths::node_rel(&n) != ArtifactPaths::node_rel(&d.node) {
                 w.remove(&n, &mut out)?;
             }
         }
@@ -92,11 +92,12 @@ fn sources_of(settings: &Settings, changed: Vec<SpecSource>) -> (Vec<SpecSource>
     (specs, kv)
 }
 
-/// The committed nodes, by id and by source file.
+/// The committed nodes, by claim ([`ArtifactPaths::claim_key`]) and by source file.
 struct Known {
     by_id: HashMap<String, Node>,
     /// Who held each id before this run.
     holders: super::Holders,
+    /// Source file → the claims of its nodes.
     by_file: HashMap<String, Vec<String>>,
 }
 
@@ -117,9 +118,9 @@ impl Known {
             by_file: HashMap::new(),
         };
         for n in existing {
-            let ids = k.by_file.entry(n.source_file.clone()).or_default();
-            ids.push(n.id.clone());
-            k.by_id.insert(n.id.clone(), n);
+            let keys = k.by_file.entry(n.source_file.clone()).or_default();
+            keys.push(ArtifactPaths::claim_key(&n));
+            k.by_id.insert(ArtifactPaths::claim_key(&n), n);
         }
         Ok(k)
     }
@@ -150,25 +151,23 @@ impl Known {
             }
         };
         out.diagnostics.append(&mut d.diagnostics);
-        let id = d.node.id.clone();
-        if let Some(other) = self.by_id.get(&id).cloned() {
-            let holder = self.holders.get(&id).map(String::as_str);
+        let key = ArtifactPaths::claim_key(&d.node);
+        if let Some(other) = self.by_id.get(&key).cloned() {
+            let holder = self.holders.get(&key).map(String::as_str);
             if !super::takes_id(&d.node.source_file, &other.source_file, holder) {
                 out.failed += 1;
-                let dup = duplicate_error(&d.node.source_file, &other.source_file, &id);
-                out.diagnostics.push(dup);
+                out.diagnostics.push(claim_error(&d.node, &other));
                 return Ok(());
             }
             // The new file wins: the other one is no longer indexed.
             w.remove(&other, out)?;
-            let dup = duplicate_error(&other.source_file, &d.node.source_file, &id);
-            out.diagnostics.push(dup);
+            out.diagnostics.push(claim_error(&other, &d.node));
         }
         let r = w.write(&d)?;
         out.written.extend(r.written);
         out.removed.extend(r.removed);
         out.indexed += 1;
-        self.by_id.insert(id, d.node);
+        self.by_id.insert(key, d.node);
         Ok(())
     }
 }

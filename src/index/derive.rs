@@ -204,8 +204,8 @@ struct Settled {
     unreadable: BTreeSet<String>,
 }
 
-/// Extract every source (in path order) and keep one spec per id ([`super::takes_id`]); the
-/// others are named as duplicates.
+/// Extract every source (in path order) and keep one spec per claim
+/// ([`ArtifactPaths::claim_key`], [`super::takes_id`]); the others are named as duplicates.
 fn keep_one_per_id<'a>(
     settings: &Settings,
     sources: impl Iterator<Item = &'a (String, Vec<u8>)>,
@@ -227,21 +227,23 @@ fn keep_one_per_id<'a>(
                 continue;
             }
         };
-        let id = ex.node.id.clone();
+        let key = ArtifactPaths::claim_key(&ex.node);
         extracted.push(ex);
         let new = extracted.len() - 1;
-        let Some(old) = keeper.insert(id.clone(), new) else {
+        let Some(old) = keeper.insert(key.clone(), new) else {
             continue;
         };
-        let holder = holders.get(&id).map(String::as_str);
+        let holder = holders.get(&key).map(String::as_str);
         let file = |i: usize| extracted[i].node.source_file.as_str();
         let (win, lose) = match super::takes_id(file(new), file(old), holder) {
             true => (new, old),
             false => (old, new),
         };
-        keeper.insert(id.clone(), win);
-        s.diagnostics
-            .push(super::duplicate_error(file(lose), file(win), &id));
+        keeper.insert(key, win);
+        s.diagnostics.push(super::claim_error(
+            &extracted[lose].node,
+            &extracted[win].node,
+        ));
     }
     let keep: BTreeSet<usize> = keeper.into_values().collect();
     for (i, ex) in extracted.into_iter().enumerate() {

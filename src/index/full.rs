@@ -6,8 +6,8 @@
 //! tree byte-identical; one unreadable spec is a diagnostic, never an abort.
 
 use super::{
-    build_manifest, duplicate_error, list_files, list_specs, prune, read_spec, stem_of,
-    write_manifest, Derived, Error, Options, Outcome, Writer,
+    build_manifest, claim_error, list_files, list_specs, prune, read_spec, stem_of, write_manifest,
+    Derived, Error, Options, Outcome, Writer,
 };
 use crate::artifact::{ArtifactPaths, IndexStore};
 use crate::config::Settings;
@@ -100,23 +100,18 @@ fn settle_ids(
         match r {
             Ok(mut d) => {
                 out.diagnostics.append(&mut d.diagnostics);
-                let id = d.node.id.clone();
-                let Some(w) = winners.get(&id) else {
-                    winners.insert(id, d);
+                let key = ArtifactPaths::claim_key(&d.node);
+                let Some(w) = winners.get(&key) else {
+                    winners.insert(key, d);
                     continue;
                 };
                 out.failed += 1;
-                let holder = indexed.get(&id).map(String::as_str);
+                let holder = indexed.get(&key).map(String::as_str);
                 if super::takes_id(&d.node.source_file, &w.node.source_file, holder) {
-                    let (new, lost) = (d.node.source_file.clone(), w.node.source_file.clone());
-                    winners.insert(id.clone(), d);
-                    out.diagnostics.push(duplicate_error(&lost, &new, &id));
+                    out.diagnostics.push(claim_error(&w.node, &d.node));
+                    winners.insert(key, d);
                 } else {
-                    out.diagnostics.push(duplicate_error(
-                        &d.node.source_file,
-                        &w.node.source_file,
-                        &id,
-                    ));
+                    out.diagnostics.push(claim_error(&d.node, &w.node));
                 }
             }
             Err(d) => {

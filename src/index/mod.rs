@@ -263,14 +263,15 @@ impl Writer {
     }
 }
 
-/// Who holds each id in the index being updated: node id → the spec its node file names.
+/// Who holds each id in the index being updated: the node's claim
+/// ([`ArtifactPaths::claim_key`]) → the spec its node file names.
 pub type Holders = std::collections::HashMap<String, String>;
 
 /// [`Holders`] from the nodes of the index being updated.
 pub fn holders<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Holders {
     nodes
         .into_iter()
-        .map(|n| (n.id.clone(), n.source_file.clone()))
+        .map(|n| (ArtifactPaths::claim_key(n), n.source_file.clone()))
         .collect()
 }
 
@@ -284,6 +285,23 @@ pub fn takes_id(challenger: &str, holder: &str, indexed: Option<&str>) -> bool {
         Some(i) if i == challenger => true,
         Some(i) if i == holder => false,
         _ => challenger < holder,
+    }
+}
+
+/// The error of a spec that lost its claim to `winner` ([`takes_id`]): [`duplicate_error`] when
+/// both declare one id, else their two ids name one node file.
+pub fn claim_error(loser: &Node, winner: &Node) -> Diagnostic {
+    if loser.id == winner.id {
+        return duplicate_error(&loser.source_file, &winner.source_file, &loser.id);
+    }
+    Diagnostic {
+        severity: Severity::Error,
+        file: loser.source_file.clone(),
+        line: None,
+        message: format!(
+            "id `{}` is stored under the same index file as `{}` of {}, which keeps it (their file names collide once made safe); this file was not indexed — give it a different `id`",
+            loser.id, winner.id, winner.source_file
+        ),
     }
 }
 

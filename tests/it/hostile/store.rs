@@ -577,3 +577,64 @@ fn a_new_file_never_takes_over_an_indexed_id() {
     assert!(node().contains("AAA.md"), "{}", node());
     assert!(r.kdd(&["verify"]).status.success());
 }
+
+#[test]
+fn one_claim_per_node_file_in_the_hook_index_and_verify() {
+    // Red team: (1) ui-view, ui-component and ui-flow share the id prefix `UI:`, so one id in two
+    // UI kinds is one node id but two node files: the hook indexed both while `kdd index` and
+    // `kdd verify` kept one, so verify failed after every normal commit and the index flip-flopped.
+    // (2) Two different ids whose file names collide once made safe (a 32-bit hash, a crafted
+    // pair) wrote one node file: the newcomer overwrote the holder in `kdd index`. Both are one
+    // claim now, settled by the duplicate-id rule everywhere.
+    let r = Repo::new();
+    let write = |path: &str, id: &str, kind: &str| {
+        let fm = format!("---\nid: \"{id}\"\nkind: {kind}\ntitle: T\nstatus: draft\n---\n\n");
+        r.write(
+            path,
+            &format!("{fm}# T\n\n## Descripción\n\nTexto de {path}.\n"),
+        );
+    };
+    write(
+        "specs/03-experience/views/Pantalla.md",
+        "Pantalla",
+        "ui-view",
+    );
+    write("specs/01-domain/entities/A.md", "Pedido #@'X", "entity");
+    assert!(r.kdd(&["install"]).status.success());
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "holders"]);
+    let nodes = || r.git(&["ls-files", ".kdd-index/nodes"]);
+    let before = nodes();
+    write(
+        "specs/03-experience/components/Pantalla.md",
+        "Pantalla",
+        "ui-component",
+    );
+    write("specs/01-domain/entities/B.md", "Pedido(+'?X", "entity");
+    r.git(&["add", "-A"]);
+    let o = r.git_out(&["commit", "-qm", "newcomers"]);
+    let err = text(&o).1;
+    assert!(
+        err.contains("components/Pantalla.md: duplicate id"),
+        "{err}"
+    );
+    assert!(
+        err.contains("B.md: id `Entity:Pedido(+'?X` is stored under the same index file"),
+        "{err}"
+    );
+    assert_eq!(nodes(), before);
+    let o = r.kdd(&["verify"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let index = crate::util::tree(&r.dir.join(".kdd-index"));
+    let o = r.kdd(&["index"]);
+    assert!(text(&o).1.contains("B.md: id"), "{:?}", text(&o));
+    assert_eq!(index, crate::util::tree(&r.dir.join(".kdd-index")));
+    let node = r.git(&[
+        "show",
+        &format!(
+            "HEAD:{}",
+            before.lines().find(|l| l.contains("entity/")).unwrap()
+        ),
+    ]);
+    assert!(node.contains("entities/A.md"), "{node}");
+}
