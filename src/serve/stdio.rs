@@ -2,13 +2,13 @@
 //!
 //! rmcp silently drops a line that is not JSON; JSON-RPC 2.0 asks for a `-32700` "Parse error"
 //! response with `"id": null`. [`framed`] sits between the process's stdin/stdout and rmcp:
-//! every input line that is not JSON (bad syntax, truncated, not UTF-8, nested past serde's
-//! depth limit) is answered with [`PARSE_ERROR`] and never reaches rmcp; a JSON line rmcp
-//! cannot read either (an `id` that is neither a string nor an integer, such as `1.5` or
-//! `true`, or a number past 64-bit range, such as `1e400`) is answered with [`INVALID_REQUEST`]
-//! (rmcp dropped those in silence too); a line over
-//! [`MAX_LINE`] bytes is answered with `-32600` and skipped without being buffered whole; blank
-//! lines are ignored; every other line goes to rmcp unchanged. The server keeps serving.
+//! every input line that is not JSON (bad syntax, truncated, not UTF-8) is answered with
+//! [`PARSE_ERROR`] and never reaches rmcp; a JSON line rmcp cannot read either (an `id` that is
+//! neither a string nor an integer, such as `1.5` or `true`, a number past 64-bit range, such
+//! as `1e400`, or nesting past serde's 128 levels in otherwise valid JSON; rmcp dropped those in
+//! silence too) is answered with [`INVALID_REQUEST`]; a line over [`MAX_LINE`] bytes is answered
+//! with `-32600` and skipped without being buffered whole; blank lines are ignored; every other
+//! line goes to rmcp unchanged. The server keeps serving.
 //!
 //! Invariants: stdout carries whole lines only (rmcp's answers and ours never interleave
 //! inside a line), in the order they were produced; nothing but JSON-RPC is ever written.
@@ -25,7 +25,7 @@ pub const MAX_LINE: usize = 16 * 1024 * 1024;
 pub const PARSE_ERROR: &str = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the line is not a JSON value"}}"#;
 
 /// The answer to a JSON line whose id (or another number) rmcp cannot read.
-pub const INVALID_REQUEST: &str = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or an integer, and every number must fit a 64-bit float"}}"#;
+pub const INVALID_REQUEST: &str = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the message cannot be read: its id must be a string or an integer, every number must fit a 64-bit float, and nesting may go at most 128 levels deep"}}"#;
 
 /// The answer to a line over [`MAX_LINE`].
 pub const TOO_LONG: &str = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the line is over 16 MiB"}}"#;
@@ -193,6 +193,12 @@ mod tests {
         ] {
             assert_eq!(refusal(bad.as_bytes()), Some(INVALID_REQUEST), "{bad}");
         }
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":20,"method":"ping","params":{{"x":{}{}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert_eq!(refusal(deep.as_bytes()), Some(INVALID_REQUEST));
         assert_eq!(refusal(b"{not json"), Some(PARSE_ERROR));
         assert_eq!(refusal(b"\xff\xfe"), Some(PARSE_ERROR));
         assert_eq!(refusal(&[b'['; 10_000]), Some(PARSE_ERROR));
