@@ -8,7 +8,9 @@
 //! as `1e400`, or nesting past serde's 128 levels in otherwise valid JSON; rmcp dropped those in
 //! silence too) is answered with [`INVALID_REQUEST`]; a line over [`MAX_LINE`] bytes is answered
 //! with `-32600` and skipped without being buffered whole; blank lines are ignored; every other
-//! line goes to rmcp unchanged. The server keeps serving.
+//! line goes to rmcp unchanged. The server keeps serving. rmcp's own error answers that carry
+//! no `id` (to `"id": null`, a batch, a message without a method) get `"id":null` on the way
+//! out.
 //!
 //! Invariants: stdout carries whole lines only (rmcp's answers and ours never interleave
 //! inside a line), in the order they were produced; nothing but JSON-RPC is ever written.
@@ -146,7 +148,8 @@ async fn pump_output<W: AsyncWrite + Unpin>(
                 pending.extend_from_slice(&buf[..n]);
                 if let Some(end) = pending.iter().rposition(|&b| b == b'\n') {
                     let rest = pending.split_off(end + 1);
-                    if output.write_all(&pending).await.is_err() || output.flush().await.is_err() {
+                    let lines = with_null_ids(&pending);
+                    if output.write_all(&lines).await.is_err() || output.flush().await.is_err() {
                         return;
                     }
                     pending = rest;
@@ -165,6 +168,30 @@ async fn pump_output<W: AsyncWrite + Unpin>(
             },
         }
     }
+}
+
+/// rmcp's own error answers to a message it cannot take (`"id": null`, no method, a batch)
+/// carry no `id` member, which JSON-RPC 2.0 requires in every response: `"id":null` is added
+/// to each such line of `lines` (whole lines; rmcp writes `jsonrpc` first, then `id` when it
+/// has one).
+fn with_null_ids(lines: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    const BARE: &[u8] = br#"{"jsonrpc":"2.0","error":"#;
+    const HEAD: &[u8] = br#"{"jsonrpc":"2.0","#;
+    if !lines.windows(BARE.len()).any(|w| w == BARE) {
+        return lines.into();
+    }
+    let mut out = Vec::with_capacity(lines.len() + 16);
+    for line in lines.split_inclusive(|&b| b == b'\n') {
+        match line.strip_prefix(HEAD) {
+            Some(rest) if line.starts_with(BARE) => {
+                out.extend_from_slice(HEAD);
+                out.extend_from_slice(br#""id":null,"#);
+                out.extend_from_slice(rest);
+            }
+            _ => out.extend_from_slice(line),
+        }
+    }
+    out.into()
 }
 
 #[cfg(test)]
@@ -208,5 +235,36 @@ mod tests {
         }
         let v: serde_json::Value = serde_json::from_str(INVALID_REQUEST).unwrap();
         assert_eq!(v["error"]["code"], -32600);
+    }
+
+    #[test]
+    fn error_answers_without_an_id_get_a_null_one() {
+        let rmcp = concat!(
+            r#"{"jsonrpc":"2.0","id":3,"result":{}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid request"}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"x"}}"#,
+            "\n"
+        );
+        let out = with_null_ids(rmcp.as_bytes()).into_owned();
+        let lines: Vec<serde_json::Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0]["id"], 3);
+        assert!(
+            lines[1].get("id").is_some_and(|v| v.is_null()),
+            "{}",
+            lines[1]
+        );
+        assert_eq!(lines[2]["id"], 4);
+        let plain = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+        assert!(matches!(
+            with_null_ids(plain),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

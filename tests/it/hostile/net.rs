@@ -494,6 +494,16 @@ fn mcp_answers_parse_errors_and_keeps_serving() {
         assert_eq!(v["error"]["code"], -32600, "{id}: {v}");
         assert!(v["id"].is_null(), "{v}");
     }
+    // rmcp's own refusals (a null id, a batch, no method) answer with an `id` member too.
+    for line in [
+        r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+        r#"[{"jsonrpc":"2.0","id":9,"method":"ping"}]"#,
+        r#"{"jsonrpc":"2.0","id":15}"#,
+    ] {
+        let v = next(&mut stdin, format!("{line}\n").as_bytes());
+        assert!(v.get("error").is_some(), "{line}: {v}");
+        assert!(v.get("id").is_some_and(Value::is_null), "{line}: {v}");
+    }
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
     let v = next(&mut stdin, format!("{list}\n").as_bytes());
     assert_eq!(v["id"], 2, "{v}");
