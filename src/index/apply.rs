@@ -95,8 +95,8 @@ fn sources_of(settings: &Settings, changed: Vec<SpecSource>) -> (Vec<SpecSource>
 /// The committed nodes, by claim ([`ArtifactPaths::claim_key`]) and by source file.
 struct Known {
     by_id: HashMap<String, Node>,
-    /// Who held each id before this run.
-    holders: super::Holders,
+    /// Who held each claim before this run (the nodes are loaded anyway).
+    holders: std::collections::HashMap<String, String>,
     /// Source file → the claims of its nodes.
     by_file: HashMap<String, Vec<String>>,
 }
@@ -113,7 +113,7 @@ impl Known {
                 message: e.to_string(),
             }));
         let mut k = Known {
-            holders: super::holders(&existing),
+            holders: super::holder_map(&existing),
             by_id: HashMap::new(),
             by_file: HashMap::new(),
         };

@@ -145,7 +145,7 @@ pub fn derive_index(
     settings: &Settings,
     files: &[(String, Vec<u8>)],
     existing_manifest: Option<&[u8]>,
-    holders: &super::Holders,
+    holders: &super::Holders<'_>,
     extras: Option<&dyn crate::index::ArtifactExtras>,
 ) -> DerivedIndex {
     let mut sorted: Vec<&(String, Vec<u8>)> = files.iter().collect();
@@ -209,7 +209,7 @@ struct Settled {
 fn keep_one_per_id<'a>(
     settings: &Settings,
     sources: impl Iterator<Item = &'a (String, Vec<u8>)>,
-    holders: &super::Holders,
+    holders: &super::Holders<'_>,
 ) -> Settled {
     let mut s = Settled {
         kept: Vec::new(),
@@ -233,9 +233,8 @@ fn keep_one_per_id<'a>(
         let Some(old) = keeper.insert(key.clone(), new) else {
             continue;
         };
-        let holder = holders.get(&key).map(String::as_str);
         let file = |i: usize| extracted[i].node.source_file.as_str();
-        let (win, lose) = match super::takes_id(file(new), file(old), holder) {
+        let (win, lose) = match super::takes_id(file(new), file(old), holders.get(&key)) {
             true => (new, old),
             false => (old, new),
         };

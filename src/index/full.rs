@@ -31,7 +31,15 @@ pub fn full(settings: &Settings, opts: &Options<'_>) -> Result<Outcome, Error> {
         ..Outcome::default()
     };
     let results = derive_files(settings, &files, opts);
-    let winners = settle_ids(results, &indexed_holders(settings), &mut out);
+    let holders = super::Holders::new(|| {
+        // Unreadable node files hold nothing.
+        let store = IndexStore::new(&settings.index_dir);
+        store
+            .load_nodes()
+            .map(|(nodes, _)| nodes)
+            .unwrap_or_default()
+    });
+    let winners = settle_ids(results, &holders, &mut out);
     let list: Vec<&Derived> = winners.values().collect();
     let written: Vec<Result<_, Error>> = list.par_iter().map(|d| w.write(d)).collect();
     let mut expected: BTreeSet<String> = BTreeSet::new();
@@ -79,20 +87,12 @@ fn derive_files(
         .collect()
 }
 
-/// Who holds each id in the index on disk (its node files; unreadable ones hold nothing).
-fn indexed_holders(settings: &Settings) -> super::Holders {
-    match IndexStore::new(&settings.index_dir).load_nodes() {
-        Ok((nodes, _)) => super::holders(&nodes),
-        Err(_) => super::Holders::new(),
-    }
-}
-
 /// Duplicate node ids ([`super::takes_id`]): the spec the index on disk gives the id to keeps
 /// it, else the first path in order; the others are failed files with an error naming both.
 /// Every other diagnostic is collected into `out`.
 fn settle_ids(
     results: Vec<Result<Derived, Diagnostic>>,
-    indexed: &super::Holders,
+    indexed: &super::Holders<'_>,
     out: &mut Outcome,
 ) -> BTreeMap<String, Derived> {
     let mut winners: BTreeMap<String, Derived> = BTreeMap::new();
@@ -106,8 +106,7 @@ fn settle_ids(
                     continue;
                 };
                 out.failed += 1;
-                let holder = indexed.get(&key).map(String::as_str);
-                if super::takes_id(&d.node.source_file, &w.node.source_file, holder) {
+                if super::takes_id(&d.node.source_file, &w.node.source_file, indexed.get(&key)) {
                     out.diagnostics.push(claim_error(&w.node, &d.node));
                     winners.insert(key, d);
                 } else {

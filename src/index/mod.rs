@@ -263,14 +263,34 @@ impl Writer {
     }
 }
 
-/// Who holds each id in the index being updated: the node's claim
-/// ([`ArtifactPaths::claim_key`]) → the spec its node file names.
-pub type Holders = std::collections::HashMap<String, String>;
+/// Who holds each claim ([`ArtifactPaths::claim_key`]) in the index being updated: the spec
+/// its node file names. Read on first use: a run in which no two specs make one claim (nearly
+/// every run) reads no node file for it.
+pub struct Holders<'a> {
+    load: Box<dyn Fn() -> Vec<Node> + 'a>,
+    map: std::cell::OnceCell<std::collections::HashMap<String, String>>,
+}
 
-/// [`Holders`] from the nodes of the index being updated.
-pub fn holders<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Holders {
+impl<'a> Holders<'a> {
+    /// Holders of the nodes `load` returns, called at most once.
+    pub fn new(load: impl Fn() -> Vec<Node> + 'a) -> Holders<'a> {
+        Holders {
+            load: Box::new(load),
+            map: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The spec holding `claim`, if any.
+    pub fn get(&self, claim: &str) -> Option<&str> {
+        let map = self.map.get_or_init(|| holder_map(&(self.load)()));
+        map.get(claim).map(String::as_str)
+    }
+}
+
+/// Claim → the spec each of `nodes` names.
+pub fn holder_map(nodes: &[Node]) -> std::collections::HashMap<String, String> {
     nodes
-        .into_iter()
+        .iter()
         .map(|n| (ArtifactPaths::claim_key(n), n.source_file.clone()))
         .collect()
 }

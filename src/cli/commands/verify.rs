@@ -69,15 +69,14 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
     let extras = audit
         .as_ref()
         .map(|a| a as &dyn crate::index::ArtifactExtras);
-    // The ids the committed node files give their specs: a spec holding an id keeps it.
-    let holders = crate::index::holders(
+    // The claims the committed node files give their specs (read only if two specs make one).
+    let holders = crate::index::Holders::new(|| {
         actual
             .iter()
             .filter(|(p, _)| p.starts_with("nodes/"))
             .filter_map(|(_, b)| serde_json::from_slice::<crate::spec::Node>(b).ok())
-            .collect::<Vec<_>>()
-            .iter(),
-    );
+            .collect()
+    });
     let derived =
         crate::index::derive_index(settings, &specs, manifest.as_deref(), &holders, extras);
     let expected = &derived.files;
