@@ -116,7 +116,7 @@ fn model() {
     let q = "¿Cómo se configura la autenticación del servicio?";
     m.embed_query(q).ok();
     let mut lat = Vec::new();
-    for _ in 0..20 {
+    for _ in 0..50 {
         let t = Instant::now();
         m.embed_query(q).expect("query");
         lat.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -166,6 +166,20 @@ fn model() {
             ..Default::default()
         },
     ) {
+        m1.embed_query(q).ok();
+        let mut lat1 = Vec::new();
+        for _ in 0..50 {
+            let t = Instant::now();
+            m1.embed_query(q).expect("query");
+            lat1.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        lat1.sort_by(|a, b| a.total_cmp(b));
+        say(&format!(
+            "1 intra-op thread, query latency: best {:.1} ms, median {:.1} ms, p95 {:.1} ms",
+            lat1[0],
+            lat1[lat1.len() / 2],
+            lat1[lat1.len() * 95 / 100]
+        ));
         let t = Instant::now();
         let v1 = m1.embed_passages(&paras[..20]).expect("1 thread");
         let dt = t.elapsed().as_secs_f64();

@@ -9,9 +9,12 @@
 //!   with query translation off and on;
 //! - in-process `query::hybrid` latency P50/P95 (translation off; on, first time and memoised;
 //!   with the query embedder at L2: `KDD_TEST_EMBEDDER=1` for the whole run gives an L2 corpus
-//!   with hashed vectors, so 10 000 specs index in minutes) and `context` / `impact` P95.
+//!   with hashed vectors, so 10 000 specs index in minutes) and `context` (an id hint; a
+//!   code-path hint) / `impact` P95.
 //!
-//! `KDD_BENCH_KEEP=DIR` keeps the repository in DIR and reuses it on the next run.
+//! `KDD_BENCH_KEEP=DIR` keeps the repository in DIR and reuses it on the next run;
+//! `KDD_BENCH_HOT=ROUNDS` prints the in-process figures only (ROUNDS rounds of the questions), for
+//! profiling the query path.
 
 use super::util::{git, index_and_commit, kdd_bin};
 use kdd::cache::{fingerprint, Cache, OpenOptions};
@@ -76,19 +79,35 @@ pub fn run(args: &[String]) {
         say(&format!("corpus: {n} specs; kdd index {}", ms(took)));
     }
 
+    // `KDD_BENCH_HOT=ROUNDS`: only the in-process figures, over ROUNDS rounds of the questions
+    // (to profile the query path: `perf record` sees little else).
+    let hot_only = std::env::var("KDD_BENCH_HOT")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok());
+    if hot_only.is_none() {
+        cache_figures(dir, &bin);
+        cold_figures(dir, &bin);
+    }
+    in_process(open(dir, false), hot_only.unwrap_or(15));
+}
+
+/// The bench's cache over `dir`'s index (`force`: rebuilt from scratch).
+fn open(dir: &Path, force: bool) -> Cache {
+    Cache::open_paths(
+        &dir.join(".kdd-index"),
+        dir,
+        &dir.join(".git/kdd-cache-bench"),
+        &OpenOptions {
+            force_rebuild: force,
+        },
+    )
+    .expect("cache opens")
+}
+
+/// Cache build from scratch, the freshness check, the update after a one-spec change.
+fn cache_figures(dir: &Path, bin: &Path) {
     let index_dir = dir.join(".kdd-index");
-    let cache_root = dir.join(".git/kdd-cache-bench");
-    let open = |force: bool| {
-        Cache::open_paths(
-            &index_dir,
-            dir,
-            &cache_root,
-            &OpenOptions {
-                force_rebuild: force,
-            },
-        )
-        .expect("cache opens")
-    };
+    let open = |force: bool| open(dir, force);
     // Build from scratch.
     let t = Instant::now();
     let c = open(true);
@@ -119,7 +138,7 @@ pub fn run(args: &[String]) {
     let mut s = std::fs::read_to_string(&spec).unwrap_or_default();
     s.push_str("\n\nUna nota nueva sobre el redondeo.\n");
     std::fs::write(&spec, s).expect("edit spec");
-    let o = Command::new(&bin)
+    let o = Command::new(bin)
         .arg("index")
         .current_dir(dir)
         .output()
@@ -138,12 +157,15 @@ pub fn run(args: &[String]) {
         st.full
     ));
     drop(c);
+}
 
+/// Cold `kdd query` processes.
+fn cold_figures(dir: &Path, bin: &Path) {
     // Cold processes: the CLI uses the default cache dir; warm it once first. Measured with
     // query translation off (the engine alone) and on (cross-lingual questions pay the
     // translator process, see src/query/translate.rs).
     let run_q = |q: &str, translate: &str| {
-        Command::new(&bin)
+        Command::new(bin)
             .args(["query", q, "--json", "--limit", "10"])
             .current_dir(dir)
             .env("KDD_TRANSLATE", translate)
@@ -175,11 +197,13 @@ pub fn run(args: &[String]) {
             ms(pct(&mut cold, 0.95))
         ));
     }
+}
 
+/// In-process figures, `rounds` rounds of the questions for the hybrid query without translation.
+fn in_process(mut c: Cache, rounds: usize) {
     // In-process: the engine alone, then with translation (first time, then memoised). An L2
     // cache gets the query embedder the CLI would use (the hashed one under
     // KDD_TEST_EMBEDDER=1), so the semantic search is part of the figure.
-    let mut c = open(false);
     // This process answers many questions, like a server: a warm translator pipeline and
     // resident vectors (`KDD_BENCH_RESIDENT=0`: arroy's trees, as the CLI searches).
     query::translate::keep_warm();
@@ -208,7 +232,7 @@ pub fn run(args: &[String]) {
         let _ = query::hybrid(&c, &HybridRequest::new(*q));
     }
     let mut hot = Vec::new();
-    for _ in 0..15 {
+    for _ in 0..rounds {
         for q in QUERIES {
             let t = Instant::now();
             let _ = query::hybrid(&c, &HybridRequest::new(*q));
@@ -249,6 +273,7 @@ pub fn run(args: &[String]) {
         .take(20)
         .collect();
     let mut ctx = Vec::new();
+    let mut ctx_path = Vec::new();
     let mut imp = Vec::new();
     for id in &snap_ids {
         let t = Instant::now();
@@ -261,6 +286,18 @@ pub fn run(args: &[String]) {
             },
         );
         ctx.push(t.elapsed());
+        // The file an agent is editing, as its hint: a code path named after the entity.
+        let stem = id.rsplit(':').next().unwrap_or(id).to_lowercase();
+        let t = Instant::now();
+        let _ = query::context(
+            &c,
+            &ContextRequest {
+                hints: vec![format!("src/services/{stem}.rs")],
+                depth: 1,
+                max_tokens: 4000,
+            },
+        );
+        ctx_path.push(t.elapsed());
         let t = Instant::now();
         let _ = query::impact(
             &c,
@@ -274,8 +311,9 @@ pub fn run(args: &[String]) {
     }
     if !ctx.is_empty() {
         say(&format!(
-            "in-process context p95 {}; impact p95 {} (n={})",
+            "in-process context p95 {} (a code path hint: {}); impact p95 {} (n={})",
             ms(pct(&mut ctx, 0.95)),
+            ms(pct(&mut ctx_path, 0.95)),
             ms(pct(&mut imp, 0.95)),
             ctx.len()
         ));
