@@ -193,7 +193,7 @@ fn clear_all(store: &Store, wtxn: &mut heed::RwTxn) -> Result<(), Error> {
     for db in [store.fwd, store.rev] {
         db.clear(wtxn).map_err(lm)?;
     }
-    for db in [store.keys, store.lkeys] {
+    for db in [store.keys, store.lkeys, store.paths] {
         db.clear(wtxn).map_err(lm)?;
     }
     store.nodes.clear(wtxn).map_err(lm)?;

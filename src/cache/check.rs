@@ -399,6 +399,7 @@ pub fn deep(store: &super::store::Store, text: &super::text::TextIndex) -> Resul
     scan(&rtxn, "names", store.names)?;
     scan(&rtxn, "keys", store.keys)?;
     scan(&rtxn, "lkeys", store.lkeys)?;
+    scan(&rtxn, "paths", store.paths)?;
     let files = store
         .files
         .remap_data_type::<heed::types::SerdeJson<super::build::StemStamp>>();

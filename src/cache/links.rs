@@ -73,7 +73,7 @@ pub(super) struct Figures {
 
 /// LMDB keys are at most 511 bytes: a longer key is stored as its hash (collisions only widen
 /// the set of links re-resolved).
-fn db_key(k: String) -> String {
+pub(super) fn db_key(k: String) -> String {
     if k.len() <= 256 {
         k
     } else {
@@ -124,10 +124,11 @@ where
     Ok(())
 }
 
-/// `keys`, `lkeys` and `names` without the old versions and with the new ones.
+/// `keys`, `lkeys`, `paths` and `names` without the old versions and with the new ones.
 fn patch_key_tables(store: &Store, wtxn: &mut RwTxn, d: &Delta) -> Result<(), Error> {
     let mut keys: Changes<String> = BTreeMap::new();
     let mut lkeys: Changes<String> = BTreeMap::new();
+    let mut paths: Changes<String> = BTreeMap::new();
     let mut names: Changes<(KeyRank, String)> = BTreeMap::new();
     for (side, list) in [(0, &d.old), (1, &d.new)] {
         for s in list {
@@ -140,6 +141,10 @@ fn patch_key_tables(store: &Store, wtxn: &mut RwTxn, d: &Delta) -> Result<(), Er
                 let e = lkeys.entry(k).or_default();
                 if side == 0 { &mut e.0 } else { &mut e.1 }.insert(id.clone());
             }
+            for k in super::resolve::path_endings(&s.node.source_file) {
+                let e = paths.entry(db_key(k.to_string())).or_default();
+                if side == 0 { &mut e.0 } else { &mut e.1 }.insert(id.clone());
+            }
             for (k, r) in name_keys(&s.node) {
                 let e = names.entry(k).or_default();
                 if side == 0 { &mut e.0 } else { &mut e.1 }.insert((r, id.clone()));
@@ -148,6 +153,7 @@ fn patch_key_tables(store: &Store, wtxn: &mut RwTxn, d: &Delta) -> Result<(), Er
     }
     patch(store.keys, wtxn, keys)?;
     patch(store.lkeys, wtxn, lkeys)?;
+    patch(store.paths, wtxn, paths)?;
     patch(store.names, wtxn, names)
 }
 

@@ -48,15 +48,14 @@ use crate::config::Settings;
 use crate::spec::Kind;
 use gen::{build_fresh, gen_ok, read_current, update_current, Opened, Paths, WriterLock};
 use heed::RoTxn;
-use resolve::{norm_key, KeyRank};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use store::{lm, Store};
 use text::TextIndex;
 
 /// Version of the cache layout and of what it derives. Bump to force a rebuild everywhere
-/// (10: caches built before crafted nodes were left out drop them).
-pub const CACHE_VERSION: u32 = 10;
+/// (10: caches built before crafted nodes were left out drop them; 11: the `paths` table).
+pub const CACHE_VERSION: u32 = 11;
 
 /// Cache errors.
 #[derive(Debug, thiserror::Error)]
@@ -487,21 +486,6 @@ impl Snapshot<'_> {
             out.push(kv.map_err(|e| self.bad(lm(e)))?.1.node);
         }
         Ok(out)
-    }
-
-    /// Nodes named by `name` (normalised key), strongest rank first.
-    pub fn lookup(&self, name: &str) -> Result<Vec<(KeyRank, String)>, Error> {
-        let k = norm_key(name);
-        if k.is_empty() {
-            return Ok(Vec::new());
-        }
-        Ok(self
-            .cache
-            .store
-            .names
-            .get(&self.txn, &k)
-            .map_err(|e| self.bad(lm(e)))?
-            .unwrap_or_default())
     }
 
     /// Unresolved links.

@@ -7,7 +7,13 @@
 //! full id, local id, file stem, short id (`PREFIX-NNN` at the start of the local id or stem),
 //! title and aliases. A key naming several nodes is ambiguous; exact-id style keys win over
 //! titles and aliases.
+//!
+//! Path hints (`specs/01-domain/entities/Pedido.md`, `entities/Pedido.md`, an absolute path
+//! ending with a spec's path) are looked up in the `paths` table: every ending of a spec's path
+//! at a `/` names it, so a hint costs a few reads, not a scan of every spec.
 
+use super::store::lm;
+use super::{Error, Snapshot};
 use crate::spec::Node;
 use unicode_normalization::UnicodeNormalization;
 
@@ -73,6 +79,17 @@ impl KeyRank {
     }
 }
 
+/// Every ending of `path` at a `/`, the whole path first (`specs/a/B.md`, `a/B.md`, `B.md`):
+/// the keys a spec is found under by a path hint.
+pub fn path_endings(path: &str) -> impl Iterator<Item = &str> {
+    std::iter::once(path).chain(
+        path.char_indices()
+            .filter(|&(_, c)| c == '/')
+            .map(move |(i, _)| &path[i + 1..])
+            .filter(|rest| !rest.is_empty()),
+    )
+}
+
 /// Every (key, rank) a node can be named by.
 pub fn node_keys(node: &Node) -> Vec<(String, KeyRank)> {
     let mut out = Vec::new();
@@ -110,9 +127,73 @@ pub fn node_keys(node: &Node) -> Vec<(String, KeyRank)> {
     out
 }
 
+/// Name and path lookups of a snapshot (the `names` and `paths` tables).
+impl Snapshot<'_> {
+    /// Ids (sorted) of the specs whose source file is `path` or ends with `/path`, and with
+    /// `within` also those whose whole source file `path` ends with after a `/` (a longer,
+    /// absolute or repository-prefixed path). Read from the `paths` table, not by a scan.
+    pub fn specs_at_path(&self, path: &str, within: bool) -> Result<Vec<String>, Error> {
+        let mut out = std::collections::BTreeSet::new();
+        let endings: Vec<&str> = if within {
+            path_endings(path).collect()
+        } else {
+            vec![path]
+        };
+        for (i, key) in endings.into_iter().enumerate() {
+            let ids = self
+                .cache
+                .store
+                .paths
+                .get(&self.txn, &super::links::db_key(key.to_string()))
+                .map_err(|e| self.bad(lm(e)))?
+                .unwrap_or_default();
+            for id in ids {
+                // Checked against the spec itself: a long key is stored as its hash.
+                let Some(l) = self.lite(&id)? else { continue };
+                let sf = &l.node.source_file;
+                let fits = if i == 0 {
+                    sf == key || sf.ends_with(&format!("/{key}"))
+                } else {
+                    sf == key
+                };
+                if fits {
+                    out.insert(id);
+                }
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    /// Nodes named by `name` (normalised key), strongest rank first.
+    pub fn lookup(&self, name: &str) -> Result<Vec<(KeyRank, String)>, Error> {
+        let k = norm_key(name);
+        if k.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .cache
+            .store
+            .names
+            .get(&self.txn, &k)
+            .map_err(|e| self.bad(lm(e)))?
+            .unwrap_or_default())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_ends_at_each_slash() {
+        let all: Vec<&str> = path_endings("specs/a/B.md").collect();
+        assert_eq!(all, ["specs/a/B.md", "a/B.md", "B.md"]);
+        assert_eq!(path_endings("B.md").collect::<Vec<_>>(), ["B.md"]);
+        assert_eq!(
+            path_endings("a//B.md/").collect::<Vec<_>>(),
+            ["a//B.md/", "/B.md/", "B.md/"]
+        );
+    }
 
     #[test]
     fn keys_and_short_ids() {

@@ -147,6 +147,9 @@ pub struct Store {
     pub keys: Database<'static, Str, Json<Vec<String>>>,
     /// Link probe key (or `@` + agent relation target) → ids of the nodes holding it (sorted).
     pub lkeys: Database<'static, Str, Json<Vec<String>>>,
+    /// Every ending of a spec's source path at a `/` (the whole path too) → ids of the specs
+    /// whose path ends so (sorted): path hints resolve without reading every spec.
+    pub paths: Database<'static, Str, Json<Vec<String>>>,
     pub vectors: arroy::Database<'static, arroy::distances::Cosine>,
     /// Vector items not yet in arroy's trees (see `vectors.rs`).
     pub pending: Database<'static, U32<BE>, Bytes>,
@@ -180,15 +183,22 @@ impl Store {
                 let keys = o.create_database(w, Some("keys"))?;
                 let lkeys = o.create_database(w, Some("lkeys"))?;
                 let pending = o.create_database(w, Some("pending"))?;
+                let paths = o.create_database(w, Some("paths"))?;
+                // heed commits tuples of at most 12 databases.
                 Ok(heed::CommitOrAbort::<_, ()>::Commit((
-                    meta, nodes, lite, fwd, rev, names, files, chunks, vectors, keys, lkeys,
-                    pending,
+                    (
+                        meta, nodes, lite, fwd, rev, names, files, chunks, vectors, keys, lkeys,
+                        pending,
+                    ),
+                    paths,
                 )))
             })
             .map_err(|e| Error::lmdb(dir, e))?
             .unwrap_commit();
-        let (meta, nodes, lite, fwd, rev, names, files, chunks, vectors, keys, lkeys, pending) =
-            dbs;
+        let (
+            (meta, nodes, lite, fwd, rev, names, files, chunks, vectors, keys, lkeys, pending),
+            paths,
+        ) = dbs;
         Ok(Store {
             env,
             meta,
@@ -201,6 +211,7 @@ impl Store {
             chunks,
             keys,
             lkeys,
+            paths,
             vectors,
             pending,
         })

@@ -249,10 +249,8 @@ fn resolve_in_domain(
 /// A path hint: the spec at that path, else every spec named like the file's basename.
 fn resolve_path(snap: &Snapshot<'_>, h: &str) -> Result<Vec<(String, String)>, Error> {
     let norm = h.replace('\\', "/");
-    for n in snap.all_lite()? {
-        if n.source_file == norm || n.source_file.ends_with(&format!("/{norm}")) {
-            return Ok(vec![(n.id, "path".into())]);
-        }
+    if let Some(id) = snap.specs_at_path(&norm, false)?.into_iter().next() {
+        return Ok(vec![(id, "path".into())]);
     }
     // A code file is named after what it implements: every spec named like its basename
     // (id, stem, title or alias), preferring specs over test features when both exist.
@@ -334,7 +332,7 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String], root: &Path) -> Result<H
     };
     // The corpus's domains are only listed when a hint could name one (qualified or a path).
     let known = if hints.iter().any(|h| h.contains([':', '/', '\\'])) {
-        domain::domains(snap)?
+        domain::domains(snap)
     } else {
         BTreeSet::new()
     };

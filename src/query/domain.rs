@@ -35,14 +35,17 @@ pub fn crosses(edge_type: &str) -> bool {
     !matches!(edge_type, "WIKI_LINK" | "CROSS_DOMAIN_REF")
 }
 
-/// The business domains of the corpus (shared ones excluded).
-pub fn domains(snap: &Snapshot<'_>) -> Result<BTreeSet<String>, Error> {
-    Ok(snap
-        .all_lite()?
-        .into_iter()
-        .filter_map(|n| n.domain)
+/// The business domains of the corpus (shared ones excluded), from its manifest (the
+/// `specs/domains/` folders the index was made from; every spec's domain is one of them), so no
+/// spec is read.
+pub fn domains(snap: &Snapshot<'_>) -> BTreeSet<String> {
+    snap.cache
+        .manifest()
+        .domains
+        .iter()
         .filter(|d| !is_shared(Some(d)))
-        .collect())
+        .cloned()
+        .collect()
 }
 
 /// The domain a hint names by itself (qualified, or a path segment), if any.

@@ -27,17 +27,6 @@ use std::collections::{BTreeSet, HashMap};
 /// An assembled candidate: (node id, score, path that reached it).
 pub(super) type Assembled = (String, f32, Option<String>);
 
-/// The business domains of the corpus, from its manifest.
-fn business_domains(snap: &Snapshot<'_>) -> BTreeSet<String> {
-    snap.cache
-        .manifest()
-        .domains
-        .iter()
-        .filter(|d| !is_shared(Some(d)))
-        .cloned()
-        .collect()
-}
-
 /// Domains the question names by itself: a word equal to a domain's name, or a qualified id.
 /// A kebab-case or snake_case id (`order-management`, the KDD standard's form) is also named
 /// by its parts in a row: "order management", "Order-Management".
@@ -80,7 +69,7 @@ pub(super) fn focus(
     question: &str,
     translation: Option<&str>,
 ) -> Option<String> {
-    let known = business_domains(snap);
+    let known = super::domain::domains(snap);
     if known.len() < 2 {
         return None;
     }

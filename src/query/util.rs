@@ -21,12 +21,8 @@ pub fn resolve_node(snap: &Snapshot<'_>, arg: &str) -> Result<(String, KeyRank),
     if looks_like_path {
         let want = arg.replace('\\', "/");
         let want = want.trim_start_matches("./");
-        for n in snap.all_lite()? {
-            let sf = &n.source_file;
-            if sf == want || sf.ends_with(&format!("/{want}")) || want.ends_with(&format!("/{sf}"))
-            {
-                return Ok((n.id, KeyRank::Stem));
-            }
+        if let Some(id) = snap.specs_at_path(want, true)?.into_iter().next() {
+            return Ok((id, KeyRank::Stem));
         }
     }
     let mut names = vec![arg.to_string()];

@@ -57,13 +57,51 @@ fn scn_retrieve_impact_001_entity_impact_lists_rules_commands_events_use_cases()
     }
     // Features validating affected nodes give scenarios to re-run.
     assert!(v["total_scenarios"].as_u64().unwrap() > 0, "{v}");
-    // Short id, stem and path forms name the same node.
-    for arg in ["Pedido", "specs/01-domain/entities/Pedido.md"] {
+    // Short id, stem and path forms name the same node: the spec's path, an ending of it, a
+    // longer path ending with it (absolute, or prefixed by the repository's folder).
+    let abs = dir.path().join("specs/01-domain/entities/Pedido.md");
+    let abs = abs.to_string_lossy();
+    for arg in [
+        "Pedido",
+        "specs/01-domain/entities/Pedido.md",
+        "entities/Pedido.md",
+        "shop/specs/01-domain/entities/Pedido.md",
+        &abs,
+    ] {
         let w = json(dir.path(), &["impact", arg]);
         assert_eq!(w["analyzed_node"]["id"], "Entity:Pedido", "{arg}");
     }
+
     let w = json(dir.path(), &["impact", "UC-003"]);
     assert_eq!(w["analyzed_node"]["id"], "UC:UC-003");
+}
+
+/// A path hint finds its spec through the cache's path table, also when the path is longer than
+/// an LMDB key holds (stored under its hash, checked against the spec's own path).
+#[test]
+fn a_long_spec_path_resolves_as_a_hint() {
+    let dir = crate::util::git_repo();
+    let deep = format!(
+        "specs/01-domain/entities/{}",
+        "subcarpeta-muy-larga/".repeat(14)
+    );
+    std::fs::create_dir_all(dir.path().join(&deep)).unwrap();
+    let rel = format!("{deep}Almacen.md");
+    assert!(rel.len() > 300, "{}", rel.len());
+    std::fs::write(
+        dir.path().join(&rel),
+        "---\nkind: entity\n---\n# Almacen\n\nDonde se guarda el stock.\n",
+    )
+    .unwrap();
+    let o = kdd(dir.path(), &["index"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let abs = dir.path().join(&rel).to_string_lossy().to_string();
+    for arg in [rel.as_str(), abs.as_str()] {
+        let w = json(dir.path(), &["impact", arg]);
+        assert_eq!(w["analyzed_node"]["id"], "Entity:Almacen", "{arg}");
+    }
+    let v = json(dir.path(), &["context", "--hint", &rel]);
+    assert!(v.to_string().contains("Entity:Almacen"), "{v}");
 }
 
 #[test]
