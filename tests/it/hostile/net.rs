@@ -494,6 +494,14 @@ fn mcp_answers_parse_errors_and_keeps_serving() {
         assert_eq!(v["error"]["code"], -32600, "{id}: {v}");
         assert!(v["id"].is_null(), "{v}");
     }
+    // Ids in a number's other spellings come back as the number they are, to the last digit
+    // (serde_json's default float parsing read 9007199254740991.0 as …990).
+    for (id, want) in [("1.0", 1i64), ("9007199254740991.0", 9_007_199_254_740_991)] {
+        let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n");
+        let v = next(&mut stdin, line.as_bytes());
+        assert_eq!(v["id"].as_f64(), Some(want as f64), "{id}: {v}");
+        assert!(v.get("result").is_some(), "{id}: {v}");
+    }
     // rmcp's own refusals (a null id, a batch, no method) answer with an `id` member too.
     for line in [
         r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
