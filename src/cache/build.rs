@@ -52,9 +52,16 @@ pub struct BuildStats {
     pub steps_us: BTreeMap<String, u64>,
 }
 
-/// A spec's record, its vectors and why they could not be read (the spec is kept without
-/// them), or why the spec could not be loaded at all.
-type Loaded = Result<(NodeRecord, Vec<LoadedVector>, Option<String>), String>;
+/// Why a spec's links or vectors could not be read: the spec is kept without them.
+#[derive(Debug, Default)]
+struct Problems {
+    links: Option<String>,
+    vectors: Option<String>,
+}
+
+/// A spec's record, its vectors and what of its artifacts could not be read, or why the spec
+/// could not be loaded at all.
+type Loaded = Result<(NodeRecord, Vec<LoadedVector>, Problems), String>;
 
 /// Load one spec's record from its artifacts and its source file.
 fn load_record(
@@ -72,8 +79,16 @@ fn load_record(
         let at = format!("{}/nodes/{stem}.json", crate::paths::INDEX_DIR);
         format!("{at}: node left out; its source_file {e}")
     })?;
-    let links = read_links(&index_dir.join("edges").join(format!("{stem}.jsonl")))
-        .map_err(|e| e.to_string())?;
+    // An unreadable edges file (crafted: kdd writes none over the link cap) costs the spec its
+    // links, not its place in the graph and the text index.
+    let (links, links_problem) =
+        match read_links(&index_dir.join("edges").join(format!("{stem}.jsonl"))) {
+            Ok(l) => (l, None),
+            Err(e) => (
+                Vec::new(),
+                Some(format!("{e}; the spec is kept without its links")),
+            ),
+        };
     // The checked path is read under the one rule (`crate::source`): never a link or a device;
     // a spec that cannot be read is a stale node.
     let bytes = crate::source::read_checked(repo_root, &rel);
@@ -111,7 +126,11 @@ fn load_record(
         ..NodeRecord::brief(node)
     };
     super::agent::attach(index_dir, stem, &mut rec, &mut vectors);
-    Ok((rec, vectors, vector_problem))
+    let problems = Problems {
+        links: links_problem,
+        vectors: vector_problem,
+    };
+    Ok((rec, vectors, problems))
 }
 
 /// Resolve the links of `sources` with core's resolver ([`crate::graph::Graph`]) over `nodes`
@@ -250,7 +269,7 @@ impl Step<'_> {
         } else {
             self.stats.added += 1;
         }
-        let (mut rec, vecs, vector_problem) = match rec {
+        let (mut rec, vecs, problems) = match rec {
             Ok(x) => x,
             Err(msg) => {
                 self.stats.errors.push(msg);
@@ -265,15 +284,17 @@ impl Step<'_> {
         self.text.add_node(&self.writer, &rec)?;
         self.store.nodes.put(wtxn, &rec.node.id, &rec).map_err(lm)?;
         let (node, edges, emb) = stamps;
-        // A spec kept without its unreadable vectors is stamped as if its vector file were new,
-        // so every update reads it again and reports it until it is fixed.
-        let emb = match vector_problem {
+        // A spec kept without its unreadable links or vectors is stamped as if that file were
+        // new, so every update reads it again and reports it until it is fixed.
+        let mut unread = |problem: Option<String>, stamp| match problem {
             Some(p) => {
                 self.stats.errors.push(p);
                 None
             }
-            None => emb,
+            None => stamp,
         };
+        let edges = unread(problems.links, edges);
+        let emb = unread(problems.vectors, emb);
         let stamp = StemStamp {
             node_id: rec.node.id.clone(),
             node,

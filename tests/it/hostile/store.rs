@@ -638,3 +638,45 @@ fn one_claim_per_node_file_in_the_hook_index_and_verify() {
     ]);
     assert!(node.contains("entities/A.md"), "{node}");
 }
+
+#[test]
+fn an_unreadable_edges_file_costs_its_spec_the_links_not_the_node() {
+    let r = indexed();
+    // Committed past the hook: an edges file over the link cap (no spec yields so many), then
+    // one that is not edges at all. The spec stays found by every reader, without those links,
+    // and the problem is named with its file.
+    let targets: Vec<String> = (0..21_001).map(|i| format!("\"X{i}\"")).collect();
+    let over = format!(
+        "{{\"type\":\"WIKI_LINK\",\"to\":[{}]}}\n",
+        targets.join(",")
+    );
+    let edges = r.dir.join(".kdd-index/edges/entity/Pedido.jsonl");
+    for crafted in [over.as_str(), "not an edge line\n"] {
+        // Replaced as git replaces a file (unlink, create): the cache's freshness check reads
+        // directory mtimes (see `cache/mod.rs`).
+        std::fs::remove_file(&edges).unwrap();
+        std::fs::write(&edges, crafted).unwrap();
+        r.git(&["add", "-A"]);
+        let o = command("git", &r.dir)
+            .args(["commit", "-qm", "crafted edges"])
+            .env("KDD_HOOK", "0")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{:?}", text(&o));
+        // The command that brings the cache up to date names the file.
+        let (out, err) = ok(&kdd(&r, &["graph", "Entity:Pedido"]));
+        assert!(out.contains("Entity:Pedido"), "{out}\n{err}");
+        assert!(
+            err.contains("edges/entity/Pedido.jsonl") && err.contains("without its links"),
+            "{err}"
+        );
+        let (out, err) = ok(&kdd(
+            &r,
+            &["--json", "query", "pedido de compra", "-n", "3"],
+        ));
+        assert!(out.contains("Entity:Pedido"), "{out}\n{err}");
+        // The links other specs make to it are still there.
+        let (out, _) = ok(&kdd(&r, &["impact", "Entity:Pedido"]));
+        assert!(out.contains("BR-PRECIO-001"), "{out}");
+    }
+}
