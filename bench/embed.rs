@@ -111,9 +111,8 @@ pub fn paragraphs(n: usize) -> Vec<String> {
         .collect()
 }
 
-fn model() {
-    let Some(mut m) = load() else { return };
-    let q = "¿Cómo se configura la autenticación del servicio?";
+/// Best, median and p95 time to embed the question `q` (50 runs after a warm-up).
+fn query_latency(m: &mut OrtEmbedder, q: &str) -> String {
     m.embed_query(q).ok();
     let mut lat = Vec::new();
     for _ in 0..50 {
@@ -121,13 +120,19 @@ fn model() {
         m.embed_query(q).expect("query");
         lat.push(t.elapsed().as_secs_f64() * 1000.0);
     }
-    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    say(&format!(
-        "query latency: best {:.1} ms, median {:.1} ms, p95 {:.1} ms",
+    lat.sort_by(|a, b| a.total_cmp(b));
+    format!(
+        "best {:.1} ms, median {:.1} ms, p95 {:.1} ms",
         lat[0],
         lat[lat.len() / 2],
         lat[lat.len() * 95 / 100]
-    ));
+    )
+}
+
+fn model() {
+    let Some(mut m) = load() else { return };
+    let q = "¿Cómo se configura la autenticación del servicio?";
+    say(&format!("query latency: {}", query_latency(&mut m, q)));
     let paras = paragraphs(100);
     let t = Instant::now();
     let one_by_one = m.embed_passages(&paras).expect("passages");
@@ -166,19 +171,9 @@ fn model() {
             ..Default::default()
         },
     ) {
-        m1.embed_query(q).ok();
-        let mut lat1 = Vec::new();
-        for _ in 0..50 {
-            let t = Instant::now();
-            m1.embed_query(q).expect("query");
-            lat1.push(t.elapsed().as_secs_f64() * 1000.0);
-        }
-        lat1.sort_by(|a, b| a.total_cmp(b));
         say(&format!(
-            "1 intra-op thread, query latency: best {:.1} ms, median {:.1} ms, p95 {:.1} ms",
-            lat1[0],
-            lat1[lat1.len() / 2],
-            lat1[lat1.len() * 95 / 100]
+            "1 intra-op thread, query latency: {}",
+            query_latency(&mut m1, q)
         ));
         let t = Instant::now();
         let v1 = m1.embed_passages(&paras[..20]).expect("1 thread");
