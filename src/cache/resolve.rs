@@ -80,14 +80,16 @@ impl KeyRank {
 }
 
 /// Every ending of `path` at a `/`, the whole path first (`specs/a/B.md`, `a/B.md`, `B.md`):
-/// the keys a spec is found under by a path hint.
+/// the keys a spec is found under by a path hint. Never an empty one (LMDB refuses an empty key,
+/// and a read that fails so would be taken for a damaged cache).
 pub fn path_endings(path: &str) -> impl Iterator<Item = &str> {
-    std::iter::once(path).chain(
-        path.char_indices()
-            .filter(|&(_, c)| c == '/')
-            .map(move |(i, _)| &path[i + 1..])
-            .filter(|rest| !rest.is_empty()),
-    )
+    std::iter::once(path)
+        .chain(
+            path.char_indices()
+                .filter(|&(_, c)| c == '/')
+                .map(move |(i, _)| &path[i + 1..]),
+        )
+        .filter(|p| !p.is_empty())
 }
 
 /// Every (key, rank) a node can be named by.
@@ -134,11 +136,14 @@ impl Snapshot<'_> {
     /// absolute or repository-prefixed path). Read from the `paths` table, not by a scan.
     pub fn specs_at_path(&self, path: &str, within: bool) -> Result<Vec<String>, Error> {
         let mut out = std::collections::BTreeSet::new();
-        let endings: Vec<&str> = if within {
-            path_endings(path).collect()
-        } else {
-            vec![path]
-        };
+        let mut endings: Vec<&str> = path_endings(path).collect();
+        if !within {
+            endings.truncate(1);
+        }
+        if endings.first() != Some(&path) {
+            // An empty path names no spec.
+            return Ok(Vec::new());
+        }
         for (i, key) in endings.into_iter().enumerate() {
             let ids = self
                 .cache
@@ -193,6 +198,8 @@ mod tests {
             path_endings("a//B.md/").collect::<Vec<_>>(),
             ["a//B.md/", "/B.md/", "B.md/"]
         );
+        assert_eq!(path_endings("").count(), 0);
+        assert_eq!(path_endings("/").collect::<Vec<_>>(), ["/"]);
     }
 
     #[test]

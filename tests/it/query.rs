@@ -71,7 +71,14 @@ fn scn_retrieve_impact_001_entity_impact_lists_rules_commands_events_use_cases()
         let w = json(dir.path(), &["impact", arg]);
         assert_eq!(w["analyzed_node"]["id"], "Entity:Pedido", "{arg}");
     }
-
+    // Paths that name nothing (`./` is an empty one): not found, and the cache is not taken for
+    // damaged (an empty LMDB key is refused with an error).
+    for arg in ["./", "././", "/", "//"] {
+        let o = kdd(dir.path(), &["impact", arg]);
+        let err = text(&o);
+        assert!(err.contains("NODE_NOT_FOUND"), "{arg}: {err}");
+        assert!(!err.contains("damaged"), "{arg}: {err}");
+    }
     let w = json(dir.path(), &["impact", "UC-003"]);
     assert_eq!(w["analyzed_node"]["id"], "UC:UC-003");
 }
