@@ -136,15 +136,9 @@ impl Snapshot<'_> {
     /// absolute or repository-prefixed path). Read from the `paths` table, not by a scan.
     pub fn specs_at_path(&self, path: &str, within: bool) -> Result<Vec<String>, Error> {
         let mut out = std::collections::BTreeSet::new();
-        let mut endings: Vec<&str> = path_endings(path).collect();
-        if !within {
-            endings.truncate(1);
-        }
-        if endings.first() != Some(&path) {
-            // An empty path names no spec.
-            return Ok(Vec::new());
-        }
-        for (i, key) in endings.into_iter().enumerate() {
+        // An empty path names no spec (and has no ending to look up).
+        let take = if within { usize::MAX } else { 1 };
+        for (i, key) in path_endings(path).take(take).enumerate() {
             let ids = self
                 .cache
                 .store
