@@ -330,12 +330,8 @@ fn resolve_hints(snap: &Snapshot<'_>, hints: &[String], root: &Path) -> Result<H
         ambiguous: BTreeSet::new(),
         warnings: Vec::new(),
     };
-    // The corpus's domains are only listed when a hint could name one (qualified or a path).
-    let known = if hints.iter().any(|h| h.contains([':', '/', '\\'])) {
-        domain::domains(snap)
-    } else {
-        BTreeSet::new()
-    };
+    // The corpus's business domains (from the manifest: no spec is read).
+    let known = domain::domains(snap);
     let tr = HintTranslations::default();
     // The business domains keyword hints found specs in (see the end of this function).
     let mut searched_into = BTreeSet::new();
