@@ -49,6 +49,31 @@ const EN_MARKERS: &[&str] = &[
     "who", "why", "will", "with", "would", "you", "your",
 ];
 
+/// Stop words of both corpus languages (questions in natural language otherwise drown BM25).
+pub(super) const STOP_WORDS: &[&str] = &[
+    // Spanish
+    "a", "al", "algo", "algun", "alguna", "algunas", "alguno", "algunos", "ante", "antes", "asi",
+    "aun", "cada", "como", "con", "contra", "cual", "cuales", "cuando", "cuanto", "de", "del",
+    "desde", "donde", "dos", "e", "el", "ella", "ellas", "ellos", "en", "entre", "era", "es",
+    "esa", "esas", "ese", "eso", "esos", "esta", "estan", "estar", "estas", "este", "esto",
+    "estos", "fue", "ha", "han", "hasta", "hay", "la", "las", "le", "les", "lo", "los", "mas",
+    "me", "mi", "mis", "mucho", "muy", "ni", "no", "nos", "o", "otra", "otro", "para", "pero",
+    "poco", "por", "porque", "puede", "que", "quien", "se", "sea", "ser", "si", "sin", "sobre",
+    "solo", "son", "su", "sus", "tambien", "te", "tiene", "todo", "todos", "tu", "un", "una",
+    "unas", "uno", "unos", "y", "ya", "yo", "qué", "cómo", "cuál", "cuándo", "dónde", "más", "sí",
+    "también", "está", "están", "qu", "hacer", "hace", "debe", "deben", "va", "voy",
+    // English
+    "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been",
+    "before", "being", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "for",
+    "from", "get", "got", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its",
+    "just", "may", "might", "must", "my", "of", "on", "once", "only", "or", "other", "our", "out",
+    "over", "own", "same", "should", "so", "some", "such", "than", "that", "the", "their", "them",
+    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "up", "us",
+    "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why",
+    "will", "with", "would", "you", "your", "i", "me", "do", "does", "happen", "happens", "work",
+    "out",
+];
+
 /// Counts of Spanish and English function words in a text: a cheap, dependency-free language
 /// signal for the corpus (summed over specs) and for queries.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

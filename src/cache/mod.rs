@@ -37,11 +37,13 @@ mod scan;
 pub mod store;
 pub mod text;
 mod vectors;
+mod vocab;
 
 pub use build::BuildStats;
 pub use gen::{health, Health};
 pub use store::{ChunkRef, Edge, NodeLite, NodeRecord, Orphan, SectionText};
 pub use text::{LangTally, LexHit, TextFilter};
+pub use vocab::WordsFound;
 
 use crate::artifact::{read_manifest, IndexLevel, Manifest, INDEX_DIR};
 use crate::config::Settings;
@@ -572,6 +574,11 @@ impl Snapshot<'_> {
     /// Significant words of a query (folded, stop words dropped) for snippets.
     pub fn query_words(&self, text: &str) -> Vec<String> {
         self.cache.text.query_words(text)
+    }
+
+    /// `text`'s words only the corpus (written in `corpus`) or only its translation holds.
+    pub fn words_found(&self, text: &str, corpus: lang::Lang) -> Result<vocab::WordsFound, Error> {
+        self.cache.text.words_found(text, corpus)
     }
 
     /// Each significant word of `text`, repeats included, until `f` returns false.

@@ -32,31 +32,6 @@ const W_NODE_DOC: f32 = 1.0;
 /// Weight of the second-best section (rewards specs matching in several places, a little).
 const W_SECOND: f32 = 0.3;
 
-/// Stop words of both corpus languages (questions in natural language otherwise drown BM25).
-const STOP_WORDS: &[&str] = &[
-    // Spanish
-    "a", "al", "algo", "algun", "alguna", "algunas", "alguno", "algunos", "ante", "antes", "asi",
-    "aun", "cada", "como", "con", "contra", "cual", "cuales", "cuando", "cuanto", "de", "del",
-    "desde", "donde", "dos", "e", "el", "ella", "ellas", "ellos", "en", "entre", "era", "es",
-    "esa", "esas", "ese", "eso", "esos", "esta", "estan", "estar", "estas", "este", "esto",
-    "estos", "fue", "ha", "han", "hasta", "hay", "la", "las", "le", "les", "lo", "los", "mas",
-    "me", "mi", "mis", "mucho", "muy", "ni", "no", "nos", "o", "otra", "otro", "para", "pero",
-    "poco", "por", "porque", "puede", "que", "quien", "se", "sea", "ser", "si", "sin", "sobre",
-    "solo", "son", "su", "sus", "tambien", "te", "tiene", "todo", "todos", "tu", "un", "una",
-    "unas", "uno", "unos", "y", "ya", "yo", "qué", "cómo", "cuál", "cuándo", "dónde", "más", "sí",
-    "también", "está", "están", "qu", "hacer", "hace", "debe", "deben", "va", "voy",
-    // English
-    "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been",
-    "before", "being", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "for",
-    "from", "get", "got", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its",
-    "just", "may", "might", "must", "my", "of", "on", "once", "only", "or", "other", "our", "out",
-    "over", "own", "same", "should", "so", "some", "such", "than", "that", "the", "their", "them",
-    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "up", "us",
-    "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why",
-    "will", "with", "would", "you", "your", "i", "me", "do", "does", "happen", "happens", "work",
-    "out",
-];
-
 /// Split `RetrievalQuery` / `retrieval_query` / `UC-004` into words, keeping the original too.
 pub fn expand_identifier(s: &str) -> String {
     let mut words = Vec::new();
@@ -90,7 +65,8 @@ pub fn expand_identifier(s: &str) -> String {
 /// Each content word of `text` in order, repeats included: folded, longer than two
 /// characters, not a stop word. `f` returns false to stop early.
 pub fn each_query_word(text: &str, mut f: impl FnMut(&str) -> bool) {
-    static STOP: LazyLock<HashSet<&str>> = LazyLock::new(|| STOP_WORDS.iter().copied().collect());
+    static STOP: LazyLock<HashSet<&str>> =
+        LazyLock::new(|| super::lang::STOP_WORDS.iter().copied().collect());
     let mut a = analyzer(None, false);
     let mut ts = a.token_stream(text);
     while ts.advance() {
@@ -108,7 +84,7 @@ fn analyzer(lang: Option<Language>, stop: bool) -> TextAnalyzer {
     match (lang, stop) {
         (Some(l), true) => b
             .filter(StopWordFilter::remove(
-                STOP_WORDS.iter().map(|s| s.to_string()),
+                super::lang::STOP_WORDS.iter().map(|s| s.to_string()),
             ))
             .filter(Stemmer::new(l))
             .filter(AsciiFoldingFilter)
@@ -409,6 +385,24 @@ impl TextIndex {
             }
         }
         out
+    }
+
+    /// Whether some live document holds a term of `word` as `field` analyses it (live counts:
+    /// an incrementally updated cache answers like a fresh build).
+    pub(super) fn holds(&self, field: Field, word: &str) -> Result<bool, Error> {
+        use tantivy::query::Bm25StatisticsProvider;
+        let searcher = self.reader.searcher();
+        let stats = super::bm25::LiveStats {
+            searcher: &searcher,
+            memo: &self.tokens,
+        };
+        for t in self.terms(field, word) {
+            let n = stats.doc_freq(&t);
+            if n.map_err(|e| Error::Corrupt(format!("text index: {e}")))? > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Query terms of the analysed text, per field, for snippets and explanations.

@@ -147,7 +147,7 @@ fn resolve_hint(
         return Ok(Vec::new());
     }
     let f = TextFilter {
-        question_lang: super::translate::query_lang(h),
+        question_lang: super::translate::text_lang(snap, h)?,
         ..TextFilter::default()
     };
     let text = match tr.of(snap, h)? {
@@ -177,8 +177,7 @@ impl HintTranslations {
         if self.failed.borrow().is_some() {
             return Ok(None);
         }
-        let translate::Plan::Translate { from, to } = translate::plan(h, snap.corpus_lang()?)
-        else {
+        let translate::Plan::Translate { from, to } = translate::plan(snap, h)? else {
             return Ok(None);
         };
         let t = match translate::translate(h, from, to, translate::Style::Full) {

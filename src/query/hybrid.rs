@@ -328,7 +328,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     validate_hybrid(req)?;
     let snap = cache.snapshot()?;
     let mut filter = filter_of(&req.kinds, &req.layers, &req.domain);
-    filter.question_lang = super::translate::query_lang(&req.query);
+    filter.question_lang = super::translate::text_lang(&snap, &req.query)?;
     let mut warnings = Vec::new();
     let reading = crate::trace::span("read_question");
     let searched = super::searched::searched(&snap, &req.query, &req.expansion, &mut warnings)?;
@@ -520,7 +520,7 @@ pub fn search(cache: &Cache, req: &SearchRequest) -> Result<SearchResponse, Erro
     validate(&req.query, req.limit, req.min_score)?;
     let snap = cache.snapshot()?;
     let mut filter = filter_of(&req.kinds, &req.layers, &req.domain);
-    filter.question_lang = super::translate::query_lang(&req.query);
+    filter.question_lang = super::translate::text_lang(&snap, &req.query)?;
     let mut warnings = Vec::new();
     let searched = super::searched::searched(&snap, &req.query, &req.expansion, &mut warnings)?;
     let text = searched.text.clone();

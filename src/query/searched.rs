@@ -152,7 +152,7 @@ fn machine_translation(
     query: &str,
     warnings: &mut Vec<Warning>,
 ) -> Result<Option<String>, Error> {
-    let (from, to) = match translate::plan(query, snap.corpus_lang()?) {
+    let (from, to) = match translate::plan(snap, query)? {
         translate::Plan::Keep => return Ok(None),
         translate::Plan::Translate { from, to } => (from, to),
         // The servers refuse longer questions; the CLI searches one as it is, untranslated.

@@ -10,8 +10,10 @@
 //!
 //! - Languages are told apart by function words ([`LangTally`]): the corpus's tally is summed
 //!   over every spec when the cache is built; a query is translated only when it is clearly in
-//!   one language and the corpus is clearly ([`CORPUS_SHARE`]) in the other. Same-language
-//!   queries, mixed corpora and keyword queries without function words are left alone.
+//!   one language and the corpus is clearly ([`CORPUS_SHARE`]) in the other. Keywords without
+//!   function words are Spanish by a letter English never writes, else the other language when
+//!   more of their words only the specs' translations hold than only the specs themselves
+//!   ([`text_lang`]). Same-language queries, mixed corpora and undecided keywords are left alone.
 //! - Two styles ([`Style`]). `Full` is Apertium's whole pipeline (`apertium -u eng-spa`): fluent
 //!   text, which the embedding model needs (~120 ms: eleven processes each load their data).
 //!   `Lemmas` stops after lexical selection (analysis, tagging, bilingual lookup, choice of
@@ -37,7 +39,7 @@
 //!   `NO_TRANSLATION` warning that says what to install; a translated query carries a
 //!   `QUERY_TRANSLATED` warning quoting the translation, so every answer explains itself.
 
-use crate::cache::LangTally;
+use crate::cache::{LangTally, Snapshot};
 use crate::embed::translator::{Lru, Translators};
 use crate::proc::Failure;
 use std::path::Path;
@@ -81,11 +83,30 @@ pub fn corpus_lang(t: LangTally) -> Option<Lang> {
     t.clearly(CORPUS_SHARE)
 }
 
-/// Which translation a query needs over a corpus: `(from, to)`, or none.
-pub fn needed(query: &str, corpus: LangTally) -> Option<(Lang, Lang)> {
-    let q = query_lang(query)?;
+/// Which translation a text in language `q` needs over a corpus: `(from, to)`, or none.
+pub fn needed(q: Option<Lang>, corpus: LangTally) -> Option<(Lang, Lang)> {
+    let q = q?;
     let c = corpus_lang(corpus)?;
     (q != c).then_some((q, c))
+}
+
+/// The language of `text` searched over the snapshot's corpus: its function words' ([`query_lang`]);
+/// for a few keywords they do not tell, over a corpus clearly in one language, the other
+/// language when more of its words only the corpus's translations into it hold than only the
+/// corpus itself (`Snapshot::words_found`: "late cancellation penalty" over Spanish specs).
+pub fn text_lang(snap: &Snapshot<'_>, text: &str) -> Result<Option<Lang>, super::Error> {
+    if let Some(l) = query_lang(text) {
+        return Ok(Some(l));
+    }
+    let Some(c) = corpus_lang(snap.corpus_lang()?) else {
+        return Ok(None);
+    };
+    let found = snap.words_found(text, c)?;
+    let other = match c {
+        Lang::Es => Lang::En,
+        Lang::En => Lang::Es,
+    };
+    Ok((found.translation_only > found.own_only).then_some(other))
 }
 
 /// Longest text sent to a translator, in bytes (the servers' bound on a question): a longer
@@ -105,18 +126,18 @@ pub enum Plan {
     Translate { from: Lang, to: Lang },
 }
 
-/// The [`Plan`] for `text` over a corpus of tally `corpus`.
-pub fn plan(text: &str, corpus: LangTally) -> Plan {
-    if enabled() {
-        plan_on(text, corpus)
+/// The [`Plan`] for `text` searched over the snapshot's corpus (its language: [`text_lang`]).
+pub fn plan(snap: &Snapshot<'_>, text: &str) -> Result<Plan, super::Error> {
+    Ok(if enabled() {
+        plan_on(text, text_lang(snap, text)?, snap.corpus_lang()?)
     } else {
         Plan::Keep
-    }
+    })
 }
 
-/// [`plan`] with translation switched on.
-fn plan_on(text: &str, corpus: LangTally) -> Plan {
-    match needed(text, corpus) {
+/// [`plan`] with translation switched on, for a text in language `lang`.
+fn plan_on(text: &str, lang: Option<Lang>, corpus: LangTally) -> Plan {
+    match needed(lang, corpus) {
         None => Plan::Keep,
         Some((from, to)) if text.len() > MAX_TRANSLATED => Plan::TooLong { from, to },
         Some((from, to)) => Plan::Translate { from, to },
@@ -450,17 +471,23 @@ mod tests {
     fn only_a_query_in_the_other_language_is_translated() {
         let es_corpus = LangTally { es: 900, en: 100 };
         assert_eq!(
-            needed("what happens when the file is removed", es_corpus),
+            needed(
+                query_lang("what happens when the file is removed"),
+                es_corpus
+            ),
             Some((Lang::En, Lang::Es))
         );
         assert_eq!(
-            needed("qué pasa cuando se borra el fichero", es_corpus),
+            needed(query_lang("qué pasa cuando se borra el fichero"), es_corpus),
             None
         );
-        assert_eq!(needed("BR-MERGE-001 source_hash", es_corpus), None);
+        assert_eq!(
+            needed(query_lang("BR-MERGE-001 source_hash"), es_corpus),
+            None
+        );
         assert_eq!(
             needed(
-                "qué pasa cuando se borra el fichero",
+                query_lang("qué pasa cuando se borra el fichero"),
                 LangTally { es: 10, en: 90 }
             ),
             Some((Lang::Es, Lang::En))
@@ -472,10 +499,15 @@ mod tests {
         let en_corpus = LangTally { es: 10, en: 90 };
         let q = "qué pasa cuando se borra el fichero";
         let (from, to) = (Lang::Es, Lang::En);
-        assert_eq!(plan_on(q, en_corpus), Plan::Translate { from, to });
+        let es = query_lang(q);
+        assert_eq!(plan_on(q, es, en_corpus), Plan::Translate { from, to });
         let long = format!("{q} {}", "y el fichero ".repeat(MAX_TRANSLATED / 10));
-        assert_eq!(plan_on(&long, en_corpus), Plan::TooLong { from, to });
-        assert_eq!(plan_on("what happens to the file", en_corpus), Plan::Keep);
+        assert_eq!(plan_on(&long, es, en_corpus), Plan::TooLong { from, to });
+        let en = query_lang("what happens to the file");
+        assert_eq!(
+            plan_on("what happens to the file", en, en_corpus),
+            Plan::Keep
+        );
     }
 
     #[test]

@@ -564,6 +564,31 @@ fn a_spanish_question_meets_an_english_spec_through_its_translation() {
     );
 }
 
+/// Keywords carry no function words, so their language is told by the corpus's vocabulary
+/// (`cache/vocab.rs`): "mesa terraza" has no accent and no Spanish function word, but only the
+/// English specs' Spanish translations hold its words, so it is read as Spanish: translated,
+/// and it meets the specs through their translations. English keywords over the same corpus
+/// are its own words and are left alone.
+#[test]
+#[cfg_attr(not(kdd_apertium), ignore = "Apertium with eng-spa is not installed")]
+fn keywords_only_the_translations_hold_are_read_as_the_other_language() {
+    let (dir, tools) = repo_and_tools();
+    let echo = translator(tools.path(), "echo-translator", "cat");
+    let ask = |q: &str| {
+        let args = ["search", "--lexical", q, "--limit", "3", "--json"];
+        translated_l1(dir.path(), &echo, "1", &args)
+    };
+    let v = ask("mesa terraza");
+    let found = ids(&v, "results", "node_id");
+    assert!(
+        found.iter().any(|id| id == "dining:Entity:DiningTable"),
+        "{found:?}"
+    );
+    assert_warns(&v, "The query is Spanish");
+    let v = ask("table terrace");
+    assert!(!v["warnings"].to_string().contains("The query is"), "{v}");
+}
+
 /// Domain isolation reads the question's translation too: a Spanish question that names the
 /// clinic only as "la clínica" is focused on `clinic` once its translation says "clinic", so
 /// the restaurant's look-alike cancellation specs drop below the clinic's. A translator that
