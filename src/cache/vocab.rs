@@ -26,7 +26,17 @@ impl TextIndex {
     /// Count `text`'s content words over a corpus written in `corpus`: each analysed as that
     /// language's body text (every spec's headings and sections: what a translation renders),
     /// then as the translations into the other language are.
+    /// A panic inside tantivy (garbage postings) is reported as damage, as in `search`.
     pub fn words_found(&self, text: &str, corpus: Lang) -> Result<WordsFound, Error> {
+        let run = std::panic::AssertUnwindSafe(|| self.count_words(text, corpus));
+        std::panic::catch_unwind(run).unwrap_or_else(|_| {
+            Err(Error::Corrupt(
+                "text index panicked on damaged files".into(),
+            ))
+        })
+    }
+
+    fn count_words(&self, text: &str, corpus: Lang) -> Result<WordsFound, Error> {
         let f = &self.fields;
         let (own, other) = match corpus {
             Lang::Es => (f.body_es, Lang::En),
