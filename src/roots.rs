@@ -169,6 +169,11 @@ impl Ignores {
     pub fn ignores(&self, path: &str) -> bool {
         self.0.iter().any(|(_, i)| i.ignores(path))
     }
+
+    /// A warning per `.kddignore` whose lines over the bounds were skipped.
+    pub fn diagnostics(&self) -> Vec<crate::spec::Diagnostic> {
+        self.0.iter().filter_map(|(_, i)| i.diagnostic()).collect()
+    }
 }
 
 /// List the documents of the work tree: every folder root walked with the specs' walker (links
@@ -205,6 +210,11 @@ pub fn walk_docs(repo_root: &Path, roots: &Roots) -> Walk {
             }),
         }
     }
+    // The specs root's `.kddignore` is named by the specs' walk.
+    let specs_ignore = source::kddignore_path(&roots.specs);
+    let named = ign.diagnostics().into_iter();
+    out.diagnostics
+        .extend(named.filter(|d| d.file != specs_ignore));
     out.files.sort();
     out.files.dedup();
     out.diagnostics.sort();

@@ -267,11 +267,21 @@ pub fn kddignore_path(specs_root: &str) -> String {
     }
 }
 
+/// Patterns a `.kddignore` may hold; later lines are skipped (and named).
+pub const MAX_IGNORE_PATTERNS: usize = 1000;
+/// Longest `.kddignore` pattern, in bytes.
+pub const MAX_IGNORE_PATTERN_BYTES: usize = 256;
+/// Most wildcards (`*`, `?`, `[`) in one `.kddignore` pattern: globs compile to automata whose
+/// size grows with them (2,000 patterns of 1,000 `*a` each took 2.3 GB in every command).
+pub const MAX_IGNORE_WILDCARDS: usize = 16;
+
 /// The `.kddignore` matcher of one specs root (empty when there is no file).
 #[derive(Debug, Clone)]
 pub struct Ignore {
     specs_root: String,
     matcher: Option<ignore::gitignore::Gitignore>,
+    /// Lines over the bounds above, skipped.
+    skipped: usize,
 }
 
 impl Ignore {
@@ -280,19 +290,49 @@ impl Ignore {
         Ignore {
             specs_root: specs_root.to_string(),
             matcher: None,
+            skipped: 0,
         }
     }
 
-    /// Build from the bytes of `.kddignore` (gitignore syntax; bad lines skipped).
+    /// Build from the bytes of `.kddignore` (gitignore syntax; bad lines skipped, and lines
+    /// past [`MAX_IGNORE_PATTERNS`] or over the size and wildcard bounds skipped and counted).
     pub fn from_bytes(specs_root: &str, bytes: &[u8]) -> Ignore {
         let mut b = ignore::gitignore::GitignoreBuilder::new("");
+        let (mut patterns, mut skipped) = (0usize, 0usize);
         for line in String::from_utf8_lossy(bytes).lines() {
+            let p = line.trim();
+            if p.is_empty() || p.starts_with('#') {
+                continue;
+            }
+            let wild = p.chars().filter(|c| matches!(c, '*' | '?' | '[')).count();
+            if patterns >= MAX_IGNORE_PATTERNS
+                || p.len() > MAX_IGNORE_PATTERN_BYTES
+                || wild > MAX_IGNORE_WILDCARDS
+            {
+                skipped += 1;
+                continue;
+            }
+            patterns += 1;
             let _ = b.add_line(None, line);
         }
         Ignore {
             specs_root: specs_root.to_string(),
             matcher: b.build().ok().filter(|m| !m.is_empty()),
+            skipped,
         }
+    }
+
+    /// A warning naming the `.kddignore` when lines were skipped.
+    pub fn diagnostic(&self) -> Option<Diagnostic> {
+        (self.skipped > 0).then(|| Diagnostic {
+            severity: Severity::Warning,
+            file: kddignore_path(&self.specs_root),
+            line: None,
+            message: format!(
+                "{} pattern line(s) skipped: a .kddignore holds at most {MAX_IGNORE_PATTERNS} patterns, each at most {MAX_IGNORE_PATTERN_BYTES} bytes with at most {MAX_IGNORE_WILDCARDS} wildcards; shorten or merge them",
+                self.skipped
+            ),
+        })
     }
 
     /// Read `<repo_root>/<specs root>/.kddignore` from a work tree or mirror (no-follow,
@@ -337,9 +377,12 @@ pub struct Walk {
 /// List the specs of the work tree under the one rule (see the module doc).
 pub fn walk_specs(repo_root: &Path, specs_root: &str) -> Result<Walk, Error> {
     let ign = Ignore::load(repo_root, specs_root);
-    walk_root(repo_root, specs_root, &|rel| {
+    let mut w = walk_root(repo_root, specs_root, &|rel| {
         is_spec_path(rel, specs_root) && !ign.ignores(rel)
-    })
+    })?;
+    w.diagnostics.extend(ign.diagnostic());
+    w.diagnostics.sort();
+    Ok(w)
 }
 
 /// The walker of [`walk_specs`] over any folder `root` of the work tree (also the documents
@@ -488,5 +531,26 @@ mod tests {
         std::fs::write(root.join("specs/big.md"), vec![b'a'; 20]).unwrap();
         let e = read_regular(&root.join("specs/big.md"), "big", 10).unwrap_err();
         assert!(matches!(e, Error::TooLarge { len: 20, .. }), "{e}");
+    }
+    #[test]
+    fn a_kddignore_over_its_bounds_is_cut_and_named() {
+        let mut text = String::from("drafts/\n");
+        text.push_str(&"*a".repeat(1000));
+        text.push_str("\nold/\n");
+        let ign = Ignore::from_bytes("specs", text.as_bytes());
+        assert!(ign.ignores("specs/drafts/x.md") && ign.ignores("specs/old/x.md"));
+        let d = ign.diagnostic().expect("named");
+        assert_eq!(d.file, "specs/.kddignore");
+        assert!(
+            d.message.starts_with("1 pattern line(s) skipped"),
+            "{}",
+            d.message
+        );
+        let many: String = (0..MAX_IGNORE_PATTERNS + 5)
+            .map(|i| format!("d{i}/\n"))
+            .collect();
+        let ign = Ignore::from_bytes("specs", many.as_bytes());
+        assert!(ign.ignores("specs/d0/x.md") && !ign.ignores("specs/d1004/x.md"));
+        assert!(Ignore::from_bytes("specs", b"a/\n").diagnostic().is_none());
     }
 }

@@ -167,6 +167,7 @@ pub fn derive_index(
         .into_iter()
         .filter(|(p, _)| roots.is_source(p) && !ign.ignores(p));
     let mut d = keep_one_per_id(settings, sources, holders);
+    d.diagnostics.extend(ign.diagnostics());
     // Finished only for the spec that keeps its id: a duplicate's chunks never reach the extras
     // (verify's vector audit counted them against the spec that kept the id, and failed for good).
     let mut out = BTreeMap::new();

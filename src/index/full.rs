@@ -20,13 +20,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub fn full(settings: &Settings, opts: &Options<'_>) -> Result<Outcome, Error> {
     let (files, walk_diags) = list_specs(settings)?;
     let w = Writer::new(settings);
+    // A file the walk refused is an error; a missing documents root or a `.kddignore` over its
+    // bounds is a warning, and not a file.
+    let refused = walk_diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count();
     let mut out = Outcome {
-        files: files.len() + walk_diags.len(),
-        // A missing documents root is a warning, not a failed file.
-        failed: walk_diags
-            .iter()
-            .filter(|d| d.severity == Severity::Error)
-            .count(),
+        files: files.len() + refused,
+        failed: refused,
         diagnostics: walk_diags,
         ..Outcome::default()
     };
