@@ -179,7 +179,7 @@ pub struct TextIndex {
     pub fields: Fields,
     reader: IndexReader,
     /// Token totals per field of the searcher generation they were computed for.
-    tokens: std::sync::Mutex<(u64, HashMap<u32, u64>)>,
+    pub(super) tokens: std::sync::Mutex<(u64, HashMap<u32, u64>)>,
 }
 
 /// One node's lexical score, with its best section.
@@ -372,7 +372,7 @@ impl TextIndex {
         Ok(())
     }
 
-    fn terms(&self, field: Field, text: &str) -> Vec<Term> {
+    pub(super) fn terms(&self, field: Field, text: &str) -> Vec<Term> {
         let Ok(mut a) = self.index.tokenizer_for_field(field) else {
             return Vec::new();
         };
@@ -387,22 +387,9 @@ impl TextIndex {
         out
     }
 
-    /// Whether some live document holds a term of `word` as `field` analyses it (live counts:
-    /// an incrementally updated cache answers like a fresh build).
-    pub(super) fn holds(&self, field: Field, word: &str) -> Result<bool, Error> {
-        use tantivy::query::Bm25StatisticsProvider;
-        let searcher = self.reader.searcher();
-        let stats = super::bm25::LiveStats {
-            searcher: &searcher,
-            memo: &self.tokens,
-        };
-        for t in self.terms(field, word) {
-            let n = stats.doc_freq(&t);
-            if n.map_err(|e| Error::Corrupt(format!("text index: {e}")))? > 0 {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+    /// The current searcher (one per read: every lookup of it sees the same segments).
+    pub(super) fn searcher(&self) -> tantivy::Searcher {
+        self.reader.searcher()
     }
 
     /// Query terms of the analysed text, per field, for snippets and explanations.
@@ -417,21 +404,15 @@ impl TextIndex {
         out
     }
 
-    /// Field-weighted BM25 over identity and section documents, aggregated per node.
-    /// A panic inside tantivy (it trusts its files: garbage postings or a garbage doc store
-    /// panic) is reported as damage, so the cache heals instead of the process dying.
+    /// Field-weighted BM25 over identity and section documents, aggregated per node (a panic
+    /// inside tantivy is damage: [`unpanicked`]).
     pub fn search(
         &self,
         text: &str,
         filter: &TextFilter,
         limit: usize,
     ) -> Result<Vec<LexHit>, Error> {
-        let run = std::panic::AssertUnwindSafe(|| self.search_inner(text, filter, limit));
-        std::panic::catch_unwind(run).unwrap_or_else(|_| {
-            Err(Error::Corrupt(
-                "text search panicked on damaged files".into(),
-            ))
-        })
+        unpanicked(|| self.search_inner(text, filter, limit))
     }
 
     /// `query` restricted to the filter's kinds, layers and domain.
@@ -565,6 +546,17 @@ impl TextIndex {
         hits.truncate(limit);
         Ok(hits)
     }
+}
+
+/// Run a read of the text index, reporting a panic inside tantivy (it trusts its files:
+/// garbage postings or a garbage doc store panic) as damage, so the cache heals instead of the
+/// process dying.
+pub(super) fn unpanicked<T>(read: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|_| {
+        Err(Error::Corrupt(
+            "text index panicked on damaged files".into(),
+        ))
+    })
 }
 
 #[cfg(test)]

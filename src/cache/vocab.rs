@@ -13,6 +13,7 @@
 use super::lang::Lang;
 use super::text::TextIndex;
 use super::Error;
+use tantivy::schema::Field;
 
 /// How many distinct content words of a text only the corpus as written holds, and only its
 /// translation into the other language.
@@ -28,12 +29,7 @@ impl TextIndex {
     /// then as the translations into the other language are.
     /// A panic inside tantivy (garbage postings) is reported as damage, as in `search`.
     pub fn words_found(&self, text: &str, corpus: Lang) -> Result<WordsFound, Error> {
-        let run = std::panic::AssertUnwindSafe(|| self.count_words(text, corpus));
-        std::panic::catch_unwind(run).unwrap_or_else(|_| {
-            Err(Error::Corrupt(
-                "text index panicked on damaged files".into(),
-            ))
-        })
+        super::text::unpanicked(|| self.count_words(text, corpus))
     }
 
     fn count_words(&self, text: &str, corpus: Lang) -> Result<WordsFound, Error> {
@@ -51,10 +47,11 @@ impl TextIndex {
             }
             words.len() < 32
         });
+        let searcher = self.searcher();
         let mut found = WordsFound::default();
         for w in &words {
-            let in_own = self.holds(own, w)?;
-            let in_tr = self.holds(tr, w)?;
+            let in_own = self.holds(&searcher, own, w)?;
+            let in_tr = self.holds(&searcher, tr, w)?;
             match (in_own, in_tr) {
                 (true, false) => found.own_only += 1,
                 (false, true) => found.translation_only += 1,
@@ -62,6 +59,28 @@ impl TextIndex {
             }
         }
         Ok(found)
+    }
+
+    /// Whether some live document of `searcher` holds a term of `word` as `field` analyses it
+    /// (live counts: an incrementally updated cache answers like a fresh build).
+    fn holds(
+        &self,
+        searcher: &tantivy::Searcher,
+        field: Field,
+        word: &str,
+    ) -> Result<bool, Error> {
+        use tantivy::query::Bm25StatisticsProvider;
+        let stats = super::bm25::LiveStats {
+            searcher,
+            memo: &self.tokens,
+        };
+        for t in self.terms(field, word) {
+            let n = stats.doc_freq(&t);
+            if n.map_err(|e| Error::Corrupt(format!("text index: {e}")))? > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 }
 
