@@ -63,12 +63,7 @@ impl TextIndex {
 
     /// Whether some live document of `searcher` holds a term of `word` as `field` analyses it
     /// (live counts: an incrementally updated cache answers like a fresh build).
-    fn holds(
-        &self,
-        searcher: &tantivy::Searcher,
-        field: Field,
-        word: &str,
-    ) -> Result<bool, Error> {
+    fn holds(&self, searcher: &tantivy::Searcher, field: Field, word: &str) -> Result<bool, Error> {
         use tantivy::query::Bm25StatisticsProvider;
         let stats = super::bm25::LiveStats {
             searcher,
