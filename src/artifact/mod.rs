@@ -57,7 +57,7 @@ mod store;
 pub use links::render_links;
 pub use paths::{sanitize_component, ArtifactPaths};
 pub use store::{
-    list_files, read_artifact, read_links, read_manifest, read_node, remove_artifacts,
+    absent, list_files, read_artifact, read_links, read_manifest, read_node, remove_artifacts,
     render_manifest, render_node, replace_index, write_artifact, write_if_changed, IndexStore,
     MAX_ARTIFACT_BYTES,
 };

@@ -29,9 +29,21 @@ pub const MAX_ARTIFACT_BYTES: usize = 64 << 20;
 pub fn read_artifact(path: &Path) -> std::io::Result<Vec<u8>> {
     let shown = path.display().to_string();
     crate::source::read_regular(path, &shown, MAX_ARTIFACT_BYTES).map_err(|e| match e {
+        crate::source::Error::Io { source, .. } if absent(&source) => {
+            std::io::Error::new(std::io::ErrorKind::NotFound, source)
+        }
         crate::source::Error::Io { source, .. } => source,
         other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
     })
+}
+
+/// Whether an I/O error says the file is not there: missing, or a file where a folder on its
+/// path belongs (`manifest.json/y` once committed, now that `manifest.json` is a file).
+pub fn absent(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+    )
 }
 
 /// Canonical bytes of a node file (format v2): one compact JSON line in the struct's key order,
@@ -96,24 +108,42 @@ pub fn read_manifest(path: &Path) -> Result<Manifest, Error> {
 }
 
 /// Write the artifact `rel` (relative to the index root) with [`write_if_changed`], after making
-/// sure no folder from the index root down to it is a symbolic link: a committed link
-/// (`.kdd-index -> ~/x`, `nodes/entity -> /etc`) is removed (never its target) and replaced by a
-/// real folder, so no write ever lands outside `.kdd-index/`.
+/// sure the path down to it is made of real folders and ends at a file or nothing: a committed
+/// link (`.kdd-index -> ~/x`, `nodes/entity -> /etc`) is removed (never its target) and replaced
+/// by a real folder, so no write ever lands outside `.kdd-index/`; a file, FIFO or other
+/// non-folder where a folder belongs, or a folder or FIFO where the artifact file belongs
+/// (`nodes/entity/Pedido.json/x` committed by hand), is removed too. Everything removed lies
+/// inside the index root and is an artifact path kdd owns.
 pub fn write_artifact(paths: &ArtifactPaths, rel: &str, bytes: &[u8]) -> Result<bool, Error> {
     let mut dir = paths.root().to_path_buf();
     let comps: Vec<&str> = rel.split('/').collect();
-    let check = |d: &Path| -> Result<(), Error> {
-        if std::fs::symlink_metadata(d).is_ok_and(|m| m.file_type().is_symlink()) {
-            std::fs::remove_file(d).map_err(io(d))?;
+    let folder = |d: &Path| -> Result<(), Error> {
+        match std::fs::symlink_metadata(d) {
+            Ok(m) if !m.is_dir() => std::fs::remove_file(d).map_err(io(d)),
+            _ => Ok(()),
         }
-        Ok(())
     };
-    check(&dir)?;
+    if comps
+        .iter()
+        .any(|c| c.is_empty() || *c == "." || *c == "..")
+    {
+        return Err(Error::Corrupt {
+            path: paths.abs(rel),
+            message: "not a path inside the index".into(),
+        });
+    }
+    folder(&dir)?;
     for c in &comps[..comps.len().saturating_sub(1)] {
         dir.push(c);
-        check(&dir)?;
+        folder(&dir)?;
     }
-    write_if_changed(&paths.abs(rel), bytes)
+    let target = paths.abs(rel);
+    match std::fs::symlink_metadata(&target) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(&target).map_err(io(&target))?,
+        Ok(m) if !m.is_file() => std::fs::remove_file(&target).map_err(io(&target))?,
+        _ => {}
+    }
+    write_if_changed(&target, bytes)
 }
 
 /// Write `bytes` to `path` atomically (temp file in the same directory + rename), creating
@@ -205,7 +235,7 @@ pub fn remove_artifacts(paths: &ArtifactPaths, node: &Node) -> Result<Vec<String
                 removed.push(rel);
                 prune_empty_dirs(paths.root(), &p);
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if absent(&e) => {}
             Err(e) => return Err(io(&p)(e)),
         }
     }

@@ -163,7 +163,7 @@ pub fn main() -> ExitCode {
     if cli.global.json {
         if let Err(e) = &r {
             if !is_broken_pipe(e) {
-                let _ = json_error("ERROR", &format!("{e:#}"));
+                let _ = json_error("ERROR", &describe(e));
             }
         }
     }
@@ -250,10 +250,26 @@ pub fn finish(r: anyhow::Result<ExitStatus>) -> ExitCode {
             if is_broken_pipe(&e) {
                 return ExitCode::from(0);
             }
-            output::error(&format!("{e:#}"));
+            output::error(&describe(&e));
             ExitStatus::Error.into()
         }
     }
+}
+
+/// An error and its causes on one line, each cause left out when the text before it already
+/// says it (most module errors name their source: `path: Is a directory (os error 21)`).
+pub fn describe(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for c in e.chain() {
+        let c = c.to_string();
+        if out.is_empty() {
+            out = c;
+        } else if !out.contains(&c) {
+            out.push_str(": ");
+            out.push_str(&c);
+        }
+    }
+    out
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -33,7 +33,7 @@ pub fn open_cache_at(
     rev: Option<&str>,
 ) -> Result<crate::cache::Cache, query::Error> {
     let opened = crate::trace::span("open_cache");
-    let unavailable = |e: anyhow::Error| query::Error::IndexUnavailable(format!("{e:#}"));
+    let unavailable = |e: anyhow::Error| query::Error::IndexUnavailable(crate::cli::describe(&e));
     let (settings, mirror) = super::commands::at_ref::settings(global, rev).map_err(unavailable)?;
     let mut cache = match mirror {
         Some(m) => crate::cache::Cache::open_paths(

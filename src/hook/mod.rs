@@ -120,7 +120,7 @@ fn remove_file(paths: &ArtifactPaths, rel: &str) -> Result<(), crate::artifact::
             }
             Ok(())
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) if crate::artifact::absent(&e) => Ok(()),
         Err(e) => Err(crate::artifact::Error::Io { path: p, source: e }),
     }
 }

@@ -36,7 +36,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     let settings = match global.settings() {
         Ok(s) => s,
         Err(e) => {
-            output::warn(&format!("kdd-hook: {e:#}; skipping"));
+            output::warn(&format!("kdd-hook: {}; skipping", crate::cli::describe(&e)));
             return Ok(ExitStatus::Success);
         }
     };

@@ -310,6 +310,54 @@ fn committed_index_folder_links_never_redirect_writes() {
 }
 
 #[test]
+fn committed_folders_at_artifact_paths_are_replaced() {
+    // A teammate commits folders where kdd's files belong (bypassing the hook): every writer
+    // replaces them with the artifact, and the clone heals with the advice kdd gives.
+    let r = installed();
+    let idx = r.dir.join(".kdd-index");
+    for rel in ["manifest.json", "nodes/entity/Pedido.json"] {
+        std::fs::remove_file(idx.join(rel)).unwrap();
+        r.write(&format!(".kdd-index/{rel}/x.json"), "{}\n");
+    }
+    r.git(&["add", "-A"]);
+    let o = command("git", &r.dir)
+        .args(["commit", "-qm", "folders at artifact paths"])
+        .env("KDD_HOOK", "0")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    // A fresh clone: `kdd index` rewrites them.
+    let a = r.clone_to("a");
+    let i = bounded(&a, &kdd_bin(), &["index"]);
+    clean("index", &i);
+    assert!(i.out.status.success(), "{}", i.all());
+    assert!(a.join(".kdd-index/manifest.json").is_file());
+    let q = bounded(&a, &kdd_bin(), &["search", "--lexical", "pedido"]);
+    assert!(q.all().contains("Entity:Pedido"), "{}", q.all());
+    // Another clone: `kdd resolve` then a commit, as `kdd verify` advises.
+    let b = r.clone_to("b");
+    let v = bounded(&b, &kdd_bin(), &["verify"]);
+    assert!(!v.out.status.success(), "{}", v.all());
+    let s = bounded(&b, &kdd_bin(), &["resolve"]);
+    assert!(s.out.status.success(), "{}", s.all());
+    let c = bounded(&b, "git", &["commit", "-qm", "resolved"]);
+    assert!(c.out.status.success(), "{}", c.all());
+    let v = bounded(&b, &kdd_bin(), &["verify"]);
+    assert!(v.out.status.success(), "{}", v.all());
+    // The repository itself: the next commit through the hook heals it.
+    r.write(
+        "specs/01-domain/entities/Otro.md",
+        &spec("Otro", "entity", "Otro más."),
+    );
+    r.git(&["add", "-A"]);
+    let c = bounded(&r.dir, "git", &["commit", "-qm", "next"]);
+    assert!(c.out.status.success(), "{}", c.all());
+    let v = r.kdd(&["verify"]);
+    assert!(v.status.success(), "{:?}", text(&v));
+    assert!(idx.join("nodes/entity/Pedido.json").is_file());
+}
+
+#[test]
 fn a_linked_specs_root_is_refused_by_index_and_hook_alike() {
     let r = installed();
     let outside = r.tmp.path().join("elsewhere");
