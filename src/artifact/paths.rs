@@ -103,6 +103,20 @@ impl ArtifactPaths {
     }
 }
 
+/// The first pair of relative paths (sorted set) where one is a file and the other lies inside
+/// it as if it were a folder (`nodes/entity/Pedido.json` and `nodes/entity/Pedido.json/x.json`):
+/// no file system can hold both, so a set of artifacts holding them is refused before any write.
+pub fn path_clash<V>(files: &std::collections::BTreeMap<String, V>) -> Option<(&str, &str)> {
+    files.keys().find_map(|k| {
+        let folder = format!("{k}/");
+        files
+            .range(folder.clone()..)
+            .next()
+            .filter(|(inner, _)| inner.starts_with(&folder))
+            .map(|(inner, _)| (k.as_str(), inner.as_str()))
+    })
+}
+
 /// `<id prefix>/<the stem after its kind>`.
 fn claim_of(kind: Kind, stem: &str) -> String {
     let tail = stem.split_once('/').map_or(stem, |(_, t)| t);

@@ -249,6 +249,28 @@ fn merge_sides(
     report
         .files
         .insert("manifest.json".into(), render_manifest(&manifest));
+    if let Some((file, inner)) = crate::artifact::path_clash(&report.files) {
+        let holder = |rel: &str| {
+            let stem = ["nodes/", "edges/", "embeddings/", "enrichments/"]
+                .iter()
+                .find_map(|t| rel.strip_prefix(t))
+                .and_then(|r| r.rsplit_once('.'))
+                .map_or("", |(s, _)| s);
+            sides
+                .iter()
+                .position(|s| s.nodes.contains_key(stem))
+                .map_or("?", |i| revs[i].as_str())
+        };
+        return Err(Error::Corrupt {
+            rev: holder(inner).to_string(),
+            path: inner.to_string(),
+            message: format!(
+                "lies inside `{file}` (from {}), which is a file; one of the two specs' ids must \
+                 change",
+                holder(file)
+            ),
+        });
+    }
     Ok(report)
 }
 

@@ -200,13 +200,15 @@ fn accept(dir: &Path, source: &str, body: &[u8]) -> Result<PushAnswer, ApiError>
     let up_to_date =
         previous.as_deref() == Some(body) && read_manifest(&index.join("manifest.json")).is_ok();
     if !up_to_date {
-        std::fs::create_dir_all(&sources).map_err(|e| io_fail("creating", &sources, e))?;
-        crate::artifact::write_if_changed(&mine, body).map_err(|e| io_fail("writing", &mine, e))?;
+        // The merged index first: a push is stored only once it has been served, so a push
+        // that cannot be installed never blocks the pushes after it.
         crate::artifact::replace_index(
             &ArtifactPaths::new(&index),
             &crate::sync::normalise(merged.files),
         )
         .map_err(|e| io_fail("writing", &index, e))?;
+        std::fs::create_dir_all(&sources).map_err(|e| io_fail("creating", &sources, e))?;
+        crate::artifact::write_if_changed(&mine, body).map_err(|e| io_fail("writing", &mine, e))?;
     }
     Ok(PushAnswer {
         source: source.to_string(),

@@ -9,8 +9,9 @@
 //!
 //! Invariants: decoding is bounded (at most [`MAX_FILES`] files, paths of at most
 //! [`MAX_PATH`] bytes, lengths checked against the body before any allocation) and every path
-//! is checked with [`super::valid_rel`] before it is accepted, so a hostile body can neither
-//! exhaust memory nor name a file outside the index. Encoding is deterministic (sorted paths).
+//! is checked with [`super::valid_rel`] before it is accepted (and no path may lie inside another,
+//! [`crate::artifact::path_clash`]), so a hostile body can neither exhaust memory, name a file
+//! outside the index nor ask for a file and a folder at one path. Encoding is deterministic (sorted paths).
 
 use super::Error;
 use std::collections::BTreeMap;
@@ -70,6 +71,11 @@ pub fn decode(body: &[u8], what: &str) -> Result<BTreeMap<String, Vec<u8>>, Erro
     if r.pos != body.len() {
         return Err(bad("trailing bytes"));
     }
+    if let Some((file, inner)) = crate::artifact::path_clash(&files) {
+        return Err(bad(&format!(
+            "`{file}` is a file and `{inner}` puts a file inside it"
+        )));
+    }
     Ok(files)
 }
 
@@ -121,6 +127,12 @@ mod tests {
         let mut evil = BTreeMap::new();
         evil.insert("nodes/../../.git/hooks/pre-commit.json".to_string(), vec![]);
         assert!(decode(&encode(&evil), "t").is_err());
+        // A file and a file inside it: refused.
+        let mut clash = files.clone();
+        clash.insert("nodes/entity/Pedido.json/x.json".to_string(), vec![]);
+        clash.insert("nodes/entity/Pedido.json.json".to_string(), vec![]);
+        let e = decode(&encode(&clash), "t").unwrap_err().to_string();
+        assert!(e.contains("`nodes/entity/Pedido.json` is a file"), "{e}");
         let mut huge = MAGIC.to_vec();
         huge.extend_from_slice(&u32::MAX.to_le_bytes());
         assert!(decode(&huge, "t").is_err());

@@ -614,3 +614,75 @@ fn api_push_and_pull_through_kdd_serve_merge_and_answer_without_spec_text() {
     );
     assert_eq!(err_code(&o), "PUSH_REJECTED", "{}", show(&o));
 }
+
+#[test]
+fn api_push_of_a_file_inside_another_never_blocks_the_pushes_after_it() {
+    // A token holder pushes an index whose node lies inside another's node file
+    // (`nodes/entity/Factura.json/x.json` beside `nodes/entity/Factura.json`): it is refused
+    // before anything is stored, and a bad push stored by an older kdd is skipped.
+    let tmp = tempfile::tempdir().unwrap();
+    let server_repo = bare(tmp.path(), "server.git");
+    let srv = serve(&server_repo, Some(TOKEN), &[]);
+    let url = format!("http://{}", srv.addr);
+    let with_token = [("KDD_TOKEN", TOKEN)];
+    let push = ["--json", "sync", "push", "--api", url.as_str()];
+    let a = indexed(tmp.path(), "a", &team_specs("team-a"), L2);
+    let b = indexed(tmp.path(), "b", &team_specs("team-b"), L2);
+    ok_json(&kdd_env(&a, &push, &with_token));
+    let x = indexed(tmp.path(), "x", &team_specs("team-a"), L2);
+    let idx = x.join(".kdd-index");
+    let node = std::fs::read(idx.join("nodes/entity/Factura.json")).unwrap();
+    for top in ["nodes", "edges", "embeddings"] {
+        std::fs::remove_dir_all(idx.join(top)).unwrap();
+    }
+    let inner = idx.join("nodes/entity/Factura.json/x.json");
+    std::fs::create_dir_all(inner.parent().unwrap()).unwrap();
+    std::fs::write(&inner, node).unwrap();
+    let stored = || {
+        tree(&server_repo.join("kdd-cache"))
+            .into_iter()
+            .filter(|(p, _)| p.contains("/sync/"))
+            .collect::<Vec<_>>()
+    };
+    let before = stored();
+    let o = kdd_env(&x, &push, &with_token);
+    assert_eq!(err_code(&o), "PUSH_REJECTED", "{}", show(&o));
+    assert!(show(&o).contains("Factura.json/x.json"), "{}", show(&o));
+    assert_eq!(stored(), before, "a refused push changed the store");
+    // A bundle holding both paths, left in the store by an older kdd: skipped.
+    let sources = before
+        .iter()
+        .find(|(p, _)| p.ends_with(".bundle"))
+        .map(|(p, _)| server_repo.join("kdd-cache").join(p))
+        .expect("a's push is stored")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let mut bad = index_files(&a);
+    bad.insert("nodes/entity/Factura.json/x.json".into(), b"{}".to_vec());
+    let mut body = b"KDDSYNC1".to_vec();
+    body.extend_from_slice(&(bad.len() as u32).to_le_bytes());
+    for (p, d) in &bad {
+        body.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        body.extend_from_slice(p.as_bytes());
+        body.extend_from_slice(&(d.len() as u32).to_le_bytes());
+        body.extend_from_slice(d);
+    }
+    std::fs::write(sources.join("old.bundle"), body).unwrap();
+    ok_json(&kdd_env(&b, &push, &with_token));
+    drop(srv);
+    let srv = serve(&server_repo, Some(TOKEN), &[]);
+    let url = format!("http://{}", srv.addr);
+    ok_json(&kdd_env(
+        &a,
+        &["--json", "sync", "push", "--api", &url],
+        &with_token,
+    ));
+    // The merged index is a's and b's.
+    let c = tmp.path().join("c");
+    std::fs::create_dir_all(&c).unwrap();
+    git(&c, &["init", "-q", "-b", "main"]);
+    let pull = ["--json", "sync", "pull", "--api", url.as_str()];
+    let r = ok_json(&kdd_env(&c, &pull, &with_token));
+    assert_eq!(r["nodes"], 4, "{r}");
+}
