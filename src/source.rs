@@ -161,6 +161,11 @@ pub fn check_rel(rel: &str, specs_root: &str) -> Result<String, Error> {
     if rel.chars().any(|c| c == '\\' || c.is_control()) {
         return bad("backslash or control character");
     }
+    // A name that is not UTF-8 reaches kdd with U+FFFD in place of its bytes (git and the
+    // walk alike): refused everywhere, so no reader indexes it under a name that is not its own.
+    if rel.contains('\u{FFFD}') {
+        return bad("a file name that is not valid UTF-8");
+    }
     if rel
         .split('/')
         .any(|c| c.is_empty() || c == "." || c == "..")
@@ -433,16 +438,19 @@ pub fn walk_root(repo_root: &Path, root: &str, keep: &dyn Fn(&str) -> bool) -> R
         let Ok(sub) = entry.path().strip_prefix(repo_root) else {
             continue;
         };
-        let Some(rel) = sub.to_str().map(|s| s.replace('\\', "/")) else {
-            continue;
-        };
+        let rel = sub.to_string_lossy().replace('\\', "/");
         let Some(ft) = entry.file_type() else {
             continue;
         };
         if ft.is_dir() || !keep(&rel) {
             continue;
         }
-        if ft.is_file() {
+        if rel.contains('\u{FFFD}') {
+            // Not UTF-8 (or holding U+FFFD): the one path rule names it (see `check_rel`).
+            if let Err(e) = check_rel(&rel, root) {
+                out.diagnostics.push(e.diagnostic());
+            }
+        } else if ft.is_file() {
             out.files.push(rel);
         } else if ft.is_symlink() {
             out.diagnostics.push(symlink_diagnostic(&printable(&rel)));

@@ -703,3 +703,38 @@ fn the_hook_and_kdd_index_refuse_the_same_file_names() {
         i.all()
     );
 }
+
+#[test]
+fn a_spec_name_that_is_not_utf8_is_refused_alike_by_every_reader() {
+    use std::os::unix::ffi::OsStrExt;
+    let r = installed();
+    let name = std::ffi::OsStr::from_bytes(b"lat\xe9n.md");
+    let p = r.dir.join("specs/01-domain/entities").join(name);
+    std::fs::write(&p, spec("Latin", "entity", "Latinmarca única.")).unwrap();
+    let i = bounded(&r.dir, &kdd_bin(), &["index"]);
+    assert!(i.all().contains("not valid UTF-8"), "{}", i.all());
+    assert!(
+        r.git(&["status", "--porcelain", ".kdd-index"]).is_empty(),
+        "kdd index wrote artifacts for it"
+    );
+    r.git(&["add", "-A"]);
+    let c = bounded(&r.dir, "git", &["commit", "-qm", "latin"]);
+    assert!(c.out.status.success(), "{}", c.all());
+    assert!(c.all().contains("not valid UTF-8"), "{}", c.all());
+    let committed = r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index"]);
+    assert!(
+        !committed.contains("Latin") && !committed.contains("lat"),
+        "{committed}"
+    );
+    // Every reader agrees: nothing to rewrite, nothing to verify, the file named in status.
+    let i = bounded(&r.dir, &kdd_bin(), &["index"]);
+    assert!(
+        i.all().contains("0 artifact files written, 0 removed"),
+        "{}",
+        i.all()
+    );
+    let v = r.kdd(&["verify"]);
+    assert!(v.status.success(), "{:?}", text(&v));
+    let s = bounded(&r.dir, &kdd_bin(), &["status"]);
+    assert!(s.all().contains("files with errors: 1"), "{}", s.all());
+}
