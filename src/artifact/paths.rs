@@ -107,14 +107,22 @@ impl ArtifactPaths {
 /// it as if it were a folder (`nodes/entity/Pedido.json` and `nodes/entity/Pedido.json/x.json`):
 /// no file system can hold both, so a set of artifacts holding them is refused before any write.
 pub fn path_clash<V>(files: &std::collections::BTreeMap<String, V>) -> Option<(&str, &str)> {
-    files.keys().find_map(|k| {
+    inside_files(files).into_iter().next()
+}
+
+/// Every such pair of [`path_clash`]: (the file, a path inside it), in path order.
+pub fn inside_files<V>(files: &std::collections::BTreeMap<String, V>) -> Vec<(&str, &str)> {
+    let mut out = Vec::new();
+    for k in files.keys() {
         let folder = format!("{k}/");
-        files
+        for (inner, _) in files
             .range(folder.clone()..)
-            .next()
-            .filter(|(inner, _)| inner.starts_with(&folder))
-            .map(|(inner, _)| (k.as_str(), inner.as_str()))
-    })
+            .take_while(|(p, _)| p.starts_with(&folder))
+        {
+            out.push((k.as_str(), inner.as_str()));
+        }
+    }
+    out
 }
 
 /// `<id prefix>/<the stem after its kind>`.

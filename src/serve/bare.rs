@@ -211,7 +211,12 @@ impl Mirror {
         crate::roots::Roots::new(&self.specs_root, &docs)
     }
 
-    fn entries(&self, repo: &gix::Repository, rev: &str) -> Result<git::Entries, Error> {
+    /// The mirrored files of `rev`, and one message per path left out of them.
+    fn entries(
+        &self,
+        repo: &gix::Repository,
+        rev: &str,
+    ) -> Result<(git::Entries, Vec<String>), Error> {
         let mut out = git::tree_entries(repo, rev, INDEX_DIR)?;
         let roots = self.roots_at(&out, repo);
         out.extend(git::tree_entries(repo, rev, &self.specs_root)?);
@@ -219,7 +224,22 @@ impl Mirror {
             out.extend(git::roots::tree_root_entries(repo, rev, d)?.0);
         }
         out.retain(|p, _| wanted(&self.specs_root, p) || (wanted("", p) && roots.is_doc(p)));
-        Ok(out)
+        // A hand-made tree can hold a path as a file and as a folder (git's fsck refuses it,
+        // a push without `receive.fsckObjects` does not): the file stays, what lies inside it
+        // is left out and named.
+        let inside: Vec<(String, String)> = crate::artifact::inside_files(&out)
+            .into_iter()
+            .map(|(f, i)| (f.to_string(), i.to_string()))
+            .collect();
+        let mut left_out = Vec::new();
+        for (file, inner) in inside {
+            out.remove(&inner);
+            left_out.push(format!(
+                "{inner}: lies inside the file `{file}` in this commit's tree (a hand-made tree \
+                 git's fsck refuses); left out — commit a tree made by git"
+            ));
+        }
+        Ok((out, left_out))
     }
 
     /// Bring the mirror to the commit the ref points at (or `to`), incrementally. Returns
@@ -252,11 +272,11 @@ impl Mirror {
             return Ok(None);
         }
         std::fs::write(&dirty, b"sync in progress\n").map_err(io(&dirty))?;
-        let new = self.entries(&repo, &to_hex)?;
+        let (new, left_out) = self.entries(&repo, &to_hex)?;
         let roots = self.roots_at(&new, &repo);
         let old = match &from {
             // The old commit may be gone (force push + gc): then re-mirror everything.
-            Some(f) => self.entries(&repo, f).ok(),
+            Some(f) => self.entries(&repo, f).ok().map(|(o, _)| o),
             None => None,
         };
         let full = old.is_none();
@@ -278,32 +298,9 @@ impl Mirror {
             full,
             ..SyncReport::default()
         };
-        let mut changed_specs: Vec<(String, Vec<u8>)> = Vec::new();
-        for p in d.added.iter().chain(&d.modified) {
-            let bytes = git::read_blob(&repo, new[p])?;
-            let abs = tree.join(p);
-            if let Some(parent) = abs.parent() {
-                std::fs::create_dir_all(parent).map_err(io(parent))?;
-            }
-            crate::artifact::write_if_changed(&abs, &bytes)
-                .map_err(|e| Error::Index(e.to_string()))?;
-            report.written += 1;
-            if roots.is_source(p) {
-                changed_specs.push((p.clone(), bytes));
-            }
-        }
-        let mut deleted_specs = Vec::new();
-        for p in &d.deleted {
-            let abs = tree.join(p);
-            match std::fs::remove_file(&abs) {
-                Ok(()) => report.removed += 1,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io(&abs)(e)),
-            }
-            if roots.is_source(p) {
-                deleted_specs.push(p.clone());
-            }
-        }
+        let (changed_specs, deleted_specs) =
+            write_diff(&repo, &tree, &roots, &new, &d, &mut report)?;
+        report.diagnostics.extend(left_out);
         self.heal(&new, &roots, changed_specs, deleted_specs, &mut report)?;
         report.millis = t0.elapsed().as_millis() as u64;
         let last = self.root.join(LAST_SYNC);
@@ -402,6 +399,52 @@ pub fn specs_in(tree: &Path, specs_root: &str) -> BTreeSet<String> {
     crate::source::walk_specs(tree, specs_root)
         .map(|w| w.files.into_iter().collect())
         .unwrap_or_default()
+}
+
+/// A spec's path and bytes.
+type SpecBytes = (String, Vec<u8>);
+
+/// Make the mirror's files follow one diff: removals first (a folder of the old commit may be a
+/// file in this one), then the added and modified blobs. Returns the changed specs (with their
+/// bytes) and the deleted ones.
+fn write_diff(
+    repo: &gix::Repository,
+    tree: &Path,
+    roots: &crate::roots::Roots,
+    new: &git::Entries,
+    d: &git::Diff,
+    report: &mut SyncReport,
+) -> Result<(Vec<SpecBytes>, Vec<String>), Error> {
+    let mut deleted_specs = Vec::new();
+    for p in &d.deleted {
+        let abs = tree.join(p);
+        match std::fs::remove_file(&abs) {
+            Ok(()) => report.removed += 1,
+            Err(e) if crate::artifact::absent(&e) => {}
+            Err(e) => return Err(io(&abs)(e)),
+        }
+        if roots.is_source(p) {
+            deleted_specs.push(p.clone());
+        }
+    }
+    let mut changed_specs: Vec<(String, Vec<u8>)> = Vec::new();
+    for p in d.added.iter().chain(&d.modified) {
+        let bytes = git::read_blob(repo, new[p])?;
+        let abs = tree.join(p);
+        if abs.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+            // A folder of the old commit where this commit has a file (its files are gone).
+            std::fs::remove_dir_all(&abs).map_err(io(&abs))?;
+        }
+        if let Some(parent) = abs.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        crate::artifact::write_if_changed(&abs, &bytes).map_err(|e| Error::Index(e.to_string()))?;
+        report.written += 1;
+        if roots.is_source(p) {
+            changed_specs.push((p.clone(), bytes));
+        }
+    }
+    Ok((changed_specs, deleted_specs))
 }
 
 #[cfg(test)]

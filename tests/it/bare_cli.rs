@@ -156,3 +156,79 @@ fn read_commands_take_ref_in_a_work_tree() {
     args.extend(["--ref", "next"]);
     assert_eq!(ids(&a.kdd(&args))[0], "Entity:Factura");
 }
+
+/// Write a tree object from `(mode, name, id)` entries as given (no sorting, no checks: the
+/// hand-made trees `git hash-object --literally` accepts and git's fsck refuses).
+fn literal_tree(r: &Repo, entries: &[(String, String, String)]) -> String {
+    use std::io::Write;
+    let mut data = Vec::new();
+    for (mode, name, id) in entries {
+        data.extend_from_slice(format!("{mode} {name}\0").as_bytes());
+        let raw: Vec<u8> = (0..id.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&id[i..i + 2], 16).unwrap())
+            .collect();
+        data.extend_from_slice(&raw);
+    }
+    let mut c = crate::repo::command("git", &r.dir)
+        .args(["hash-object", "-t", "tree", "-w", "--literally", "--stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(&data).unwrap();
+    let o = c.wait_with_output().unwrap();
+    assert!(o.status.success());
+    String::from_utf8(o.stdout).unwrap().trim().to_string()
+}
+
+/// The entries of `tree` with `name`'s id replaced by `id` (and `extra` appended after it).
+fn retree(r: &Repo, tree: &str, name: &str, id: &str, extra: Option<(&str, &str)>) -> String {
+    let mut entries = Vec::new();
+    for line in r.git(&["ls-tree", tree]).lines() {
+        let (meta, n) = line.split_once('\t').unwrap();
+        let f: Vec<&str> = meta.split(' ').collect();
+        let mode = f[0].trim_start_matches('0').to_string();
+        let own = if n == name { id } else { f[2] };
+        entries.push((mode, n.to_string(), own.to_string()));
+        if let (true, Some((mode, extra))) = (n == name, extra) {
+            entries.push((mode.to_string(), n.to_string(), extra.to_string()));
+        }
+    }
+    literal_tree(r, &entries)
+}
+
+#[test]
+fn a_pushed_tree_holding_a_path_as_file_and_folder_keeps_the_server_answering() {
+    let (origin, bare, a) = pushed();
+    let b = bare.to_str().unwrap();
+    let blob = a.git(&["rev-parse", "HEAD:specs/01-domain/entities/Pedido.md"]);
+    let blob = blob.trim();
+    let inner = literal_tree(&a, &[("100644".into(), "b.md".into(), blob.to_string())]);
+    let at = |p: &str| {
+        a.git(&["rev-parse", &format!("HEAD:{p}")])
+            .trim()
+            .to_string()
+    };
+    let e = retree(
+        &a,
+        &at("specs/01-domain/entities"),
+        "Pedido.md",
+        blob,
+        Some(("40000", &inner)),
+    );
+    let d = retree(&a, &at("specs/01-domain"), "entities", &e, None);
+    let s = retree(&a, &at("specs"), "01-domain", &d, None);
+    let root = retree(&a, &at(""), "specs", &s, None);
+    let c = a.git(&["commit-tree", &root, "-p", "HEAD", "-m", "hand-made tree"]);
+    a.git(&[
+        "push",
+        "-q",
+        "origin",
+        &format!("{}:refs/heads/main", c.trim()),
+    ]);
+    let o = origin.kdd(&["-C", b, "--json", "query", "lineas de compra del cliente"]);
+    assert_eq!(ids(&o), vec!["Entity:Pedido"]);
+    let o = origin.kdd(&["-C", b, "status"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+}
