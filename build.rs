@@ -90,6 +90,7 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(kdd_shared)");
     println!("cargo::rustc-check-cfg=cfg(kdd_hook_managers)");
     println!("cargo::rustc-check-cfg=cfg(kdd_apertium)");
+    println!("cargo::rustc-check-cfg=cfg(kdd_root)");
     // Apertium with the eng-spa pair (Debian packages): the warm-translation tests run.
     let mode = Path::new("/usr/share/apertium/modes/eng-spa.mode");
     watch(mode, mode);
@@ -98,6 +99,13 @@ fn main() {
     }
     if on_path("lefthook") && on_path("husky") {
         println!("cargo:rustc-cfg=kdd_hook_managers");
+    }
+    // Root (the owner of /proc/self): the tests that mount a tiny tmpfs (a full disk) run.
+    {
+        use std::os::unix::fs::MetadataExt;
+        if std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0) && on_path("mount") {
+            println!("cargo:rustc-cfg=kdd_root");
+        }
     }
     if real_model() {
         println!("cargo:rustc-cfg=kdd_real_model");

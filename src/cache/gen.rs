@@ -241,6 +241,24 @@ pub(super) fn build_fresh(p: &Paths, fp: &str) -> Result<Opened, Error> {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     ));
+    match fill_fresh(p, fp, &gen) {
+        Ok(o) => Ok(o),
+        Err(e) => {
+            // Never current, so never opened by a reader: removed, or a full disk stays full
+            // and every later query fails on it. A store being written from scratch is not
+            // damaged: what failed is the write.
+            let _ = std::fs::remove_dir_all(&gen);
+            Err(match e {
+                Error::Corrupt(why) => Error::Unwritable(p.root.to_path_buf(), why),
+                e => e,
+            })
+        }
+    }
+}
+
+/// The build of [`build_fresh`] into the new generation `gen`.
+fn fill_fresh(p: &Paths, fp: &str, gen: &Path) -> Result<Opened, Error> {
+    let gen = gen.to_path_buf();
     std::fs::create_dir_all(gen.join("text")).map_err(|e| Error::io(&gen, e))?;
     let store = store_for(&gen.join("lmdb"))?;
     let text = TextIndex::create(&gen.join("text"))?;

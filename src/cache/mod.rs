@@ -76,6 +76,9 @@ pub enum Error {
     /// The cache is damaged; it is rebuilt automatically when met during open.
     #[error("query cache is damaged: {0} (it will be rebuilt; delete the cache directory if this persists)")]
     Corrupt(String),
+    /// A fresh generation could not be written (a full or read-only file system, most often).
+    #[error("the query cache could not be built in {0}: {1}; is its file system full? Free space there, or set KDD_CACHE_DIR to another directory")]
+    Unwritable(PathBuf, String),
     /// The cache was built by another version of kdd: rebuilt, nothing is wrong.
     #[error("query cache was built by another version of kdd ({0}); it will be rebuilt")]
     Outdated(String),

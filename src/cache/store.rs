@@ -155,12 +155,38 @@ pub struct Store {
     pub pending: Database<'static, U32<BE>, Bytes>,
 }
 
+/// Bytes reserved for LMDB's lock file: its reader table for [`MAX_READERS`] readers (64-byte
+/// slots) and header, rounded up.
+const LOCK_FILE_BYTES: u64 = 64 << 10;
+
+/// Most concurrent LMDB readers of one environment.
+const MAX_READERS: u32 = 512;
+
+/// Make LMDB's `lock.mdb` hold real blocks before LMDB maps it: LMDB sizes it with `ftruncate`
+/// and writes it through the map, so on a full file system its first write is a SIGBUS that
+/// kills the process. Reserved here, a full disk is a clean error naming the directory.
+fn reserve_lock_file(dir: &Path) -> Result<(), Error> {
+    let p = dir.join("lock.mdb");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&p)
+        .map_err(|e| Error::io(&p, e))?;
+    fs4::FileExt::allocate(&f, LOCK_FILE_BYTES).map_err(|e| {
+        let why = format!("{e}; free space for the query cache, or set KDD_CACHE_DIR elsewhere");
+        Error::io(&p, std::io::Error::new(e.kind(), why))
+    })
+}
+
 impl Store {
     /// Open (creating when missing) the environment in `dir`.
     pub fn open(dir: &Path) -> Result<Store, Error> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        reserve_lock_file(dir)?;
         let mut opts = EnvOpenOptions::new().read_txn_without_tls();
-        opts.map_size(8 << 30).max_dbs(16).max_readers(512);
+        opts.map_size(8 << 30).max_dbs(16).max_readers(MAX_READERS);
         // SAFETY: heed requires that the same environment is not opened twice in one process
         // and that the files are not modified outside LMDB. The cache directory is private to
         // kdd and every environment is opened once per process (see `super::gen::store_for`), then

@@ -690,3 +690,68 @@ fn an_unreadable_edges_file_costs_its_spec_the_links_not_the_node() {
         assert!(out.contains("BR-PRECIO-001"), "{out}");
     }
 }
+
+/// A tmpfs of `size` mounted at `dir` (unmounted on drop).
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(dir).unwrap();
+        let o = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "mount: {:?}", text(&o));
+        Tmpfs(dir.to_path_buf())
+    }
+
+    fn resize(&self, size: &str) {
+        let o = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.0)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "remount: {:?}", text(&o));
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).output();
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(kdd_root),
+    ignore = "needs root to mount a small tmpfs (a full disk)"
+)]
+fn a_full_cache_disk_is_a_clean_error_and_heals_once_there_is_room() {
+    let r = indexed();
+    let fs = Tmpfs::mount(&r.tmp.path().join("small"), "96k");
+    let cache = fs.0.join("cache");
+    let q = |args: &[&str]| {
+        command(env!("CARGO_BIN_EXE_kdd"), &r.dir)
+            .env_remove("KDD_NO_EMBED")
+            .env("KDD_TEST_EMBEDDER", "1")
+            .env("KDD_EMBED_WARM", "0")
+            .env("KDD_CACHE_DIR", &cache)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // Every query, not only the first: a clean error saying what to do, never a signal.
+    for _ in 0..3 {
+        let o = q(&["query", "precio final del pedido"]);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.signal(), None, "killed by a signal:\n{out}\n{err}");
+        assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+        assert!(err.contains("file system full"), "{err}");
+    }
+    // Room again: the next query builds the cache and answers.
+    fs.resize("64m");
+    let o = q(&["--json", "query", "precio final del pedido"]);
+    let (out, err) = ok(&o);
+    assert!(out.contains("BR:BR-PRECIO-001"), "{out}\n{err}");
+}
