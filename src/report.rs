@@ -3,8 +3,8 @@
 //! every human message goes to stderr and data goes through [`data`] / [`json`].
 //!
 //! Nothing from the repository reaches the terminal raw: messages are single lines with every
-//! control character escaped, data keeps only its newlines, tabs and the colour (SGR,
-//! `ESC [ digits ; m`) sequences `kdd` itself adds (both through
+//! control character escaped, data keeps only its newlines, tabs and, on a coloured terminal,
+//! the two colour sequences `kdd` itself adds ([`COLOURS`]; both through
 //! [`crate::spec::escape_control_keep`]), so a file name cannot forge a diagnostic line, move
 //! the cursor, clear the screen or retitle the terminal.
 
@@ -30,7 +30,7 @@ pub fn log(msg: &str) {
 
 /// Write data (a result) to stdout. Errors (broken pipe) are returned to the caller.
 pub fn data(text: &str) -> std::io::Result<()> {
-    let text = escape_data(text);
+    let text = escape_data(text, colour());
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
     if !text.ends_with('\n') {
@@ -45,19 +45,19 @@ pub fn json<T: serde::Serialize>(v: &T) -> std::io::Result<()> {
     data(&s)
 }
 
-/// Stdout text: newlines, tabs and SGR colour sequences kept, every other control escaped.
-fn escape_data(text: &str) -> std::borrow::Cow<'_, str> {
-    let sgr_len = |rest: &str| {
-        let b = rest.as_bytes();
-        if b.len() < 3 || b[0] != 0x1b || b[1] != b'[' {
-            return None;
-        }
-        let n = b[2..]
-            .iter()
-            .take_while(|c| c.is_ascii_digit() || **c == b';')
-            .count();
-        (b.get(2 + n) == Some(&b'm')).then_some(3 + n)
-    };
+/// The colour sequences `kdd` itself writes (around ids, `cli::shared::hl`).
+pub const COLOURS: [&str; 2] = ["\x1b[1;36m", "\x1b[0m"];
+
+/// True when stdout may be coloured (NO_COLOR unset and stdout is a terminal).
+pub fn colour() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+}
+
+/// Stdout text: newlines and tabs kept, and kdd's own [`COLOURS`] when `keep` (stdout is
+/// coloured);
+/// every other control character escaped (a spec's own `ESC[8m` hides nothing).
+fn escape_data(text: &str, keep: bool) -> std::borrow::Cow<'_, str> {
     if !text.contains('\u{1b}') {
         return crate::spec::escape_control_keep(text, "\n\t");
     }
@@ -66,13 +66,16 @@ fn escape_data(text: &str) -> std::borrow::Cow<'_, str> {
     while let Some(i) = rest.find('\u{1b}') {
         out.push_str(&crate::spec::escape_control_keep(&rest[..i], "\n\t"));
         rest = &rest[i..];
-        let n = sgr_len(rest).unwrap_or(0);
-        if n > 0 {
-            out.push_str(&rest[..n]);
-        } else {
-            out.push_str("\\u001b");
+        match COLOURS.iter().find(|c| keep && rest.starts_with(**c)) {
+            Some(c) => {
+                out.push_str(c);
+                rest = &rest[c.len()..];
+            }
+            None => {
+                out.push_str("\\u001b");
+                rest = &rest[1..];
+            }
         }
-        rest = &rest[n.max(1)..];
     }
     out.push_str(&crate::spec::escape_control_keep(rest, "\n\t"));
     std::borrow::Cow::Owned(out)
@@ -101,10 +104,16 @@ pub fn error(msg: &str) {
 mod tests {
     #[test]
     fn data_keeps_layout_and_colour_only() {
-        assert_eq!(super::escape_data("a\tb\nc"), "a\tb\nc");
+        assert_eq!(super::escape_data("a\tb\nc", true), "a\tb\nc");
+        let text = "\u{1b}[1;36mid\u{1b}[0m \u{1b}]0;title\u{7} \u{1b}[2J\r \u{1b}[8mhid\u{1b}[28m";
         assert_eq!(
-            super::escape_data("\u{1b}[1;36mid\u{1b}[0m \u{1b}]0;title\u{7} \u{1b}[2J\r"),
-            "\u{1b}[1;36mid\u{1b}[0m \\u001b]0;title\\u0007 \\u001b[2J\\r"
+            super::escape_data(text, true),
+            "\u{1b}[1;36mid\u{1b}[0m \\u001b]0;title\\u0007 \\u001b[2J\\r \\u001b[8mhid\\u001b[28m"
+        );
+        // NO_COLOR or not a terminal: no escape sequence at all.
+        assert_eq!(
+            super::escape_data(text, false),
+            "\\u001b[1;36mid\\u001b[0m \\u001b]0;title\\u0007 \\u001b[2J\\r \\u001b[8mhid\\u001b[28m"
         );
     }
 }

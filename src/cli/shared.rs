@@ -93,16 +93,11 @@ pub fn fail(global: &GlobalArgs, e: &query::Error) -> anyhow::Result<ExitStatus>
     Ok(status)
 }
 
-/// True when stdout may be coloured (NO_COLOR unset and stdout is a terminal).
-pub fn color() -> bool {
-    use std::io::IsTerminal;
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
-}
-
 /// Bold/cyan an id when colour is allowed.
 pub fn hl(s: &str) -> String {
-    if color() {
-        format!("\x1b[1;36m{s}\x1b[0m")
+    if crate::report::colour() {
+        let [on, off] = crate::report::COLOURS;
+        format!("{on}{s}{off}")
     } else {
         s.to_string()
     }
