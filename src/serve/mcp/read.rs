@@ -131,6 +131,13 @@ fn by_path(
     if let Some(r) = id.and_then(|id| snap.node(&id).ok().flatten()) {
         return Ok(Ok(r));
     }
+    if crate::source::Ignore::load(&engine.tree_root(), specs_root).ignores(&rel) {
+        return Err(ApiError::new(
+            404,
+            "SPEC_NOT_FOUND",
+            format!("`{rel}` is excluded by the specs root's .kddignore; kdd never reads it"),
+        ));
+    }
     use crate::source::Error as E;
     let bytes =
         crate::source::read_spec(&engine.tree_root(), &rel, specs_root).map_err(|e| match e {

@@ -250,10 +250,16 @@ fn kddignore_excludes_the_same_specs_in_index_hook_and_verify() {
     r.write("specs/.kddignore", "# work in progress\ndrafts/\n");
     r.write(
         "specs/drafts/Draft.md",
-        &spec("Draft", "entity", "Borrador."),
+        &spec("Draft", "entity", "Borrador zqxignoredmark."),
     );
     r.git(&["add", "-A"]);
     r.git(&["commit", "-qm", "ignored draft"]);
+    // MCP kdd_read does not read it either.
+    let mut m = Mcp::start(&r.dir);
+    m.initialize();
+    let read = m.call_raw(r#"{"name":"kdd_read","arguments":{"path":"drafts/Draft.md"}}"#);
+    assert!(!read.contains("zqxignoredmark"), "{read}");
+    assert!(read.contains(".kddignore"), "{read}");
     let committed = r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index"]);
     assert!(!committed.contains("Draft"), "{committed}");
     let i = r.kdd(&["index"]);
