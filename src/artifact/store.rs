@@ -97,6 +97,21 @@ pub fn read_manifest(path: &Path) -> Result<Manifest, Error> {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
+    // kdd writes the roots it indexed, relative to the repository: a root that is not (a
+    // crafted `../outside/specs`) is one error on the manifest, not one per node.
+    for root in std::iter::once(&m.specs_root).chain(&m.docs) {
+        let plain = crate::paths::normalize_rel(root)
+            .is_some_and(|n| n == *root && !n.chars().any(char::is_control));
+        if !plain {
+            return Err(Error::Corrupt {
+                path: path.to_path_buf(),
+                message: format!(
+                    "root `{}` is not a folder inside the repository",
+                    crate::spec::escape_control(root)
+                ),
+            });
+        }
+    }
     if !super::READ_VERSIONS.contains(&m.format_version) {
         return Err(Error::Version {
             path: path.to_path_buf(),

@@ -755,3 +755,32 @@ fn a_full_cache_disk_is_a_clean_error_and_heals_once_there_is_room() {
     let (out, err) = ok(&o);
     assert!(out.contains("BR:BR-PRECIO-001"), "{out}\n{err}");
 }
+
+#[test]
+fn a_manifest_root_outside_the_repository_is_one_error_until_kdd_index() {
+    let r = indexed();
+    let m = r.dir.join(".kdd-index/manifest.json");
+    let before = std::fs::read_to_string(&m).unwrap();
+    let crafted = before.replace(
+        "\"specs_root\": \"specs\"",
+        "\"specs_root\": \"../outside/specs\"",
+    );
+    assert_ne!(before, crafted);
+    std::fs::write(&m, crafted).unwrap();
+    let o = kdd(&r, &["query", "precio final del pedido"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(err.contains("manifest.json"), "{err}");
+    assert!(
+        err.contains("is not a folder inside the repository"),
+        "{err}"
+    );
+    assert_eq!(
+        err.lines().count(),
+        1,
+        "one error, not one per node:\n{err}"
+    );
+    ok(&kdd(&r, &["index"]));
+    let (out, _) = ok(&kdd(&r, &["--json", "query", "precio final del pedido"]));
+    assert!(out.contains("BR:BR-PRECIO-001"), "{out}");
+}
