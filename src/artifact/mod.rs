@@ -58,8 +58,8 @@ pub use links::render_links;
 pub use paths::{inside_files, path_clash, sanitize_component, ArtifactPaths};
 pub use store::{
     absent, list_files, read_artifact, read_links, read_manifest, read_node, remove_artifacts,
-    render_manifest, render_node, replace_index, write_artifact, write_if_changed, IndexStore,
-    MAX_ARTIFACT_BYTES,
+    render_manifest, render_node, replace_index, through_link, write_artifact, write_if_changed,
+    IndexStore, MAX_ARTIFACT_BYTES,
 };
 
 use serde::{Deserialize, Serialize};

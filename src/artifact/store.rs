@@ -134,7 +134,11 @@ pub fn write_artifact(paths: &ArtifactPaths, rel: &str, bytes: &[u8]) -> Result<
     let comps: Vec<&str> = rel.split('/').collect();
     let folder = |d: &Path| -> Result<(), Error> {
         match std::fs::symlink_metadata(d) {
-            Ok(m) if !m.is_dir() => std::fs::remove_file(d).map_err(io(d)),
+            // Another writer of the same run may have removed it first.
+            Ok(m) if !m.is_dir() => match std::fs::remove_file(d) {
+                Err(e) if !absent(&e) => Err(io(d)(e)),
+                _ => Ok(()),
+            },
             _ => Ok(()),
         }
     };
@@ -153,9 +157,13 @@ pub fn write_artifact(paths: &ArtifactPaths, rel: &str, bytes: &[u8]) -> Result<
         folder(&dir)?;
     }
     let target = paths.abs(rel);
+    let gone = |r: std::io::Result<()>| match r {
+        Err(e) if !absent(&e) => Err(io(&target)(e)),
+        _ => Ok(()),
+    };
     match std::fs::symlink_metadata(&target) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(&target).map_err(io(&target))?,
-        Ok(m) if !m.is_file() => std::fs::remove_file(&target).map_err(io(&target))?,
+        Ok(m) if m.is_dir() => gone(std::fs::remove_dir_all(&target))?,
+        Ok(m) if !m.is_file() => gone(std::fs::remove_file(&target))?,
         _ => {}
     }
     write_if_changed(&target, bytes)
@@ -206,8 +214,18 @@ pub fn replace_index(
         write_artifact(paths, rel, bytes)?;
     }
     let out = paths.root();
+    if is_link(out) {
+        return Ok(());
+    }
     for top in ["nodes", "edges", "embeddings"] {
-        let mut stack = vec![out.join(top)];
+        let top = out.join(top);
+        if is_link(&top) {
+            // A committed link (`embeddings -> ~/x`) is removed, never walked: the sweep below
+            // deletes what the index does not name.
+            std::fs::remove_file(&top).map_err(io(&top))?;
+            continue;
+        }
+        let mut stack = vec![top];
         while let Some(d) = stack.pop() {
             let Ok(rd) = std::fs::read_dir(&d) else {
                 continue;
@@ -233,6 +251,25 @@ pub fn replace_index(
     Ok(())
 }
 
+fn is_link(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+/// True when the artifact `rel` is reached through a link (the index root or a folder on the
+/// way is a committed symbolic link): then it is not in the index, and nothing is removed
+/// through it.
+pub fn through_link(paths: &ArtifactPaths, rel: &str) -> bool {
+    let mut dir = paths.root().to_path_buf();
+    if is_link(&dir) {
+        return true;
+    }
+    let comps: Vec<&str> = rel.split('/').collect();
+    comps[..comps.len().saturating_sub(1)].iter().any(|c| {
+        dir.push(c);
+        is_link(&dir)
+    })
+}
+
 /// Remove a node's node/edges/embeddings files (missing files are fine) and prune empty parent
 /// directories up to the index root; its L3 enrichment file goes too. Returns the relative
 /// paths that existed and were removed.
@@ -245,6 +282,9 @@ pub fn remove_artifacts(paths: &ArtifactPaths, node: &Node) -> Result<Vec<String
         ArtifactPaths::enrichment_rel(node),
     ] {
         let p = paths.abs(&rel);
+        if through_link(paths, &rel) {
+            continue;
+        }
         match std::fs::remove_file(&p) {
             Ok(()) => {
                 removed.push(rel);

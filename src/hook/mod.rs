@@ -106,6 +106,9 @@ fn lock(git_dir: &Path) -> Option<std::fs::File> {
 
 fn remove_file(paths: &ArtifactPaths, rel: &str) -> Result<(), crate::artifact::Error> {
     let p = paths.abs(rel);
+    if crate::artifact::through_link(paths, rel) {
+        return Ok(());
+    }
     match std::fs::remove_file(&p) {
         Ok(()) => {
             let mut dir = p.parent();

@@ -744,3 +744,34 @@ fn a_spec_name_that_is_not_utf8_is_refused_alike_by_every_reader() {
     let s = bounded(&r.dir, &kdd_bin(), &["status"]);
     assert!(s.all().contains("files with errors: 1"), "{}", s.all());
 }
+
+#[test]
+fn a_committed_link_at_an_index_folder_is_never_swept() {
+    // `kdd merge-index` (and `kdd sync pull`) remove what the merged index does not name: a
+    // committed `.kdd-index/embeddings -> outside` is removed, never walked.
+    let r = installed();
+    let outside = r.tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("precious.txt"), "precious\n").unwrap();
+    let emb = r.dir.join(".kdd-index/embeddings");
+    let _ = std::fs::remove_dir_all(&emb);
+    std::os::unix::fs::symlink(&outside, &emb).unwrap();
+    r.git(&["add", "-A"]);
+    let o = command("git", &r.dir)
+        .args(["commit", "-qm", "embeddings link"])
+        .env("KDD_HOOK", "0")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    r.git(&["branch", "other"]);
+    let m = bounded(&r.dir, &kdd_bin(), &["merge-index", "main", "other"]);
+    assert!(m.out.status.success(), "{}", m.all());
+    assert!(
+        outside.join("precious.txt").is_file(),
+        "a file outside was removed"
+    );
+    assert!(
+        !std::fs::symlink_metadata(&emb).is_ok_and(|m| m.file_type().is_symlink()),
+        "the link is still there"
+    );
+}
