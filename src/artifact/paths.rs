@@ -33,7 +33,14 @@ impl ArtifactPaths {
         let mut s = String::from(kind.as_str());
         s.push('/');
         if let Some(d) = domain {
-            s.push_str(&sanitize_component(d));
+            // A domain folder named like an artifact file (`Pedido.json`) would put one node's
+            // files inside another's (`nodes/entity/Pedido.json/x.json`): marked apart.
+            let mut c = sanitize_component(d);
+            if [".json", ".jsonl", ".bin"].iter().any(|e| c.ends_with(e)) {
+                c.push('~');
+                c.push_str(&blake3::hash(d.as_bytes()).to_hex()[..8]);
+            }
+            s.push_str(&c);
             s.push('/');
         }
         s.push_str(&sanitize_component(local_id));
@@ -107,7 +114,13 @@ impl ArtifactPaths {
 /// it as if it were a folder (`nodes/entity/Pedido.json` and `nodes/entity/Pedido.json/x.json`):
 /// no file system can hold both, so a set of artifacts holding them is refused before any write.
 pub fn path_clash<V>(files: &std::collections::BTreeMap<String, V>) -> Option<(&str, &str)> {
-    inside_files(files).into_iter().next()
+    files.keys().find_map(|k| {
+        let folder = format!("{k}/");
+        let inner = files.range(folder.clone()..).next()?.0;
+        inner
+            .starts_with(&folder)
+            .then_some((k.as_str(), inner.as_str()))
+    })
 }
 
 /// Every such pair of [`path_clash`]: (the file, a path inside it), in path order.
@@ -134,6 +147,24 @@ fn claim_of(kind: Kind, stem: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_domain_named_like_an_artifact_file_never_nests_one_node_in_another() {
+        let plain = ArtifactPaths::stem(Kind::Entity, None, "Pedido");
+        for d in ["Pedido.json", "Pedido.jsonl", "Pedido.bin"] {
+            let inner = ArtifactPaths::stem(Kind::Entity, Some(d), "x");
+            let mut files = std::collections::BTreeMap::new();
+            for (top, ext) in [("nodes", "json"), ("edges", "jsonl"), ("embeddings", "bin")] {
+                files.insert(format!("{top}/{plain}.{ext}"), ());
+                files.insert(format!("{top}/{inner}.{ext}"), ());
+            }
+            assert_eq!(path_clash(&files), None, "{inner}");
+        }
+        assert_eq!(
+            ArtifactPaths::stem(Kind::Entity, Some("ventas"), "x"),
+            "entity/ventas/x"
+        );
+    }
 
     #[test]
     fn hostile_components_are_confined() {
