@@ -38,6 +38,17 @@ fn installed() -> Repo {
     r
 }
 
+/// Stage everything and commit it past the hook (`KDD_HOOK=0`), as a teammate without kdd would.
+fn commit_past_the_hook(r: &Repo, msg: &str) {
+    r.git(&["add", "-A"]);
+    let o = command("git", &r.dir)
+        .args(["commit", "-qm", msg])
+        .env("KDD_HOOK", "0")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+}
+
 /// Write the foreign file next to (outside) the repository; returns its absolute path.
 fn foreign(r: &Repo) -> std::path::PathBuf {
     let p = r.tmp.path().join("foreign.md");
@@ -162,13 +173,7 @@ fn crafted_artifact_paths_are_never_read() {
     plant_node(&r, "Up", "../foreign.md");
     plant_node(&r, "Pw", "/etc/passwd");
     plant_node(&r, "Dots", "specs/../../foreign.md");
-    r.git(&["add", "-A"]);
-    let o = command("git", &r.dir)
-        .args(["commit", "-qm", "crafted"])
-        .env("KDD_HOOK", "0")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{:?}", text(&o));
+    commit_past_the_hook(&r, "crafted");
     readers_stay_clean(&r.dir);
     let s = bounded(&r.dir, &kdd_bin(), &["status"]);
     assert!(s.all().contains("invalid source_file"), "{}", s.all());
@@ -215,13 +220,7 @@ fn committed_artifact_symlinks_are_never_followed() {
     link(Path::new("/dev/zero"), "edges/entity/Pedido.jsonl");
     link(&f, "nodes/entity/Usuario.json");
     link(&f, "nodes/entity/Foreign.json");
-    r.git(&["add", "-A"]);
-    let o = command("git", &r.dir)
-        .args(["commit", "-qm", "artifact links"])
-        .env("KDD_HOOK", "0")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{:?}", text(&o));
+    commit_past_the_hook(&r, "artifact links");
     readers_stay_clean(&r.dir);
     let clone = r.clone_to("clone");
     readers_stay_clean(&clone);
@@ -291,13 +290,7 @@ fn committed_index_folder_links_never_redirect_writes() {
         let p = r.dir.join(rel);
         std::fs::remove_dir_all(&p).unwrap();
         std::os::unix::fs::symlink(&outside, &p).unwrap();
-        r.git(&["add", "-A"]);
-        let o = command("git", &r.dir)
-            .args(["commit", "-qm", "folder link"])
-            .env("KDD_HOOK", "0")
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{:?}", text(&o));
+        commit_past_the_hook(&r, "folder link");
         r.write(
             "specs/01-domain/entities/Otro.md",
             &spec("Otro", "entity", "Otro más."),
@@ -325,13 +318,7 @@ fn committed_folders_at_artifact_paths_are_replaced() {
         std::fs::remove_file(idx.join(rel)).unwrap();
         r.write(&format!(".kdd-index/{rel}/x.json"), "{}\n");
     }
-    r.git(&["add", "-A"]);
-    let o = command("git", &r.dir)
-        .args(["commit", "-qm", "folders at artifact paths"])
-        .env("KDD_HOOK", "0")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{:?}", text(&o));
+    commit_past_the_hook(&r, "folders at artifact paths");
     // A fresh clone: `kdd index` rewrites them.
     let a = r.clone_to("a");
     let i = bounded(&a, &kdd_bin(), &["index"]);
@@ -539,13 +526,7 @@ fn verify_reports_extra_and_stale_artifacts_whatever_the_diagnostics() {
     let node = ".kdd-index/nodes/entity/Pedido.json";
     let stale = r.read(node).replace("\"Pedido\"", "\"Pedido2\"");
     r.write(node, &stale);
-    r.git(&["add", "-A"]);
-    let o = command("git", &r.dir)
-        .args(["commit", "-qm", "tamper"])
-        .env("KDD_HOOK", "0")
-        .output()
-        .unwrap();
-    assert!(o.status.success());
+    commit_past_the_hook(&r, "tamper");
     let v = r.kdd(&["verify", "--json"]);
     assert_eq!(v.status.code(), Some(1), "{:?}", text(&v));
     let m: serde_json::Value = serde_json::from_slice(&v.stdout).unwrap();
@@ -756,13 +737,7 @@ fn a_committed_link_at_an_index_folder_is_never_swept() {
     let emb = r.dir.join(".kdd-index/embeddings");
     let _ = std::fs::remove_dir_all(&emb);
     std::os::unix::fs::symlink(&outside, &emb).unwrap();
-    r.git(&["add", "-A"]);
-    let o = command("git", &r.dir)
-        .args(["commit", "-qm", "embeddings link"])
-        .env("KDD_HOOK", "0")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{:?}", text(&o));
+    commit_past_the_hook(&r, "embeddings link");
     r.git(&["branch", "other"]);
     let m = bounded(&r.dir, &kdd_bin(), &["merge-index", "main", "other"]);
     assert!(m.out.status.success(), "{}", m.all());
