@@ -55,7 +55,7 @@ mod paths;
 mod store;
 
 pub use links::render_links;
-pub use paths::{inside_files, path_clash, sanitize_component, ArtifactPaths};
+pub use paths::{inside_files, path_clash, sanitize_component, stem_of, ArtifactPaths};
 pub use store::{
     absent, list_files, read_artifact, read_links, read_manifest, read_node, remove_artifacts,
     render_manifest, render_node, replace_index, through_link, write_artifact, write_if_changed,

@@ -114,28 +114,34 @@ impl ArtifactPaths {
 /// it as if it were a folder (`nodes/entity/Pedido.json` and `nodes/entity/Pedido.json/x.json`):
 /// no file system can hold both, so a set of artifacts holding them is refused before any write.
 pub fn path_clash<V>(files: &std::collections::BTreeMap<String, V>) -> Option<(&str, &str)> {
-    files.keys().find_map(|k| {
+    inside_files(files).next()
+}
+
+/// Every such pair of [`path_clash`]: (the file, a path inside it), in path order, lazily.
+pub fn inside_files<V>(
+    files: &std::collections::BTreeMap<String, V>,
+) -> impl Iterator<Item = (&str, &str)> {
+    files.keys().flat_map(move |k| {
         let folder = format!("{k}/");
-        let inner = files.range(folder.clone()..).next()?.0;
-        inner
-            .starts_with(&folder)
-            .then_some((k.as_str(), inner.as_str()))
+        files
+            .range(folder.clone()..)
+            .map(|(p, _)| p.as_str())
+            .take_while(move |p| p.starts_with(&folder))
+            .map(move |inner| (k.as_str(), inner))
     })
 }
 
-/// Every such pair of [`path_clash`]: (the file, a path inside it), in path order.
-pub fn inside_files<V>(files: &std::collections::BTreeMap<String, V>) -> Vec<(&str, &str)> {
-    let mut out = Vec::new();
-    for k in files.keys() {
-        let folder = format!("{k}/");
-        for (inner, _) in files
-            .range(folder.clone()..)
-            .take_while(|(p, _)| p.starts_with(&folder))
-        {
-            out.push((k.as_str(), inner.as_str()));
-        }
-    }
-    out
+/// Artifact stem (`<kind>/[<domain>/]<id>`) of a relative artifact path, and its top folder
+/// (`nodes/entity/X.json` → `("nodes", "entity/X")`); `None` for anything else.
+pub fn stem_of(rel: &str) -> Option<(&str, &str)> {
+    let (top, rest) = rel.split_once('/')?;
+    let stem = match top {
+        "nodes" => rest.strip_suffix(".json")?,
+        "edges" => rest.strip_suffix(".jsonl")?,
+        "embeddings" | "enrichments" => rest.rsplit_once('.').map(|(s, _)| s)?,
+        _ => return None,
+    };
+    Some((top, stem))
 }
 
 /// `<id prefix>/<the stem after its kind>`.

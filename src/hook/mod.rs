@@ -75,12 +75,7 @@ fn art_key(rel: &str) -> String {
     format!("{INDEX_DIR}/{rel}")
 }
 
-/// `nodes/entity/X.json` → `entity/X`; same for edges/embeddings.
-fn stem_of(rel: &str) -> Option<(&str, &str)> {
-    let (top, rest) = rel.split_once('/')?;
-    let stem = rest.rsplit_once('.').map(|(s, _)| s)?;
-    Some((top, stem))
-}
+use crate::artifact::stem_of;
 
 /// Options of a heal pass.
 #[derive(Debug, Clone, Copy, Default)]

@@ -184,17 +184,7 @@ pub fn artifact_files(
     (files, warning)
 }
 
-/// Artifact stem (`<kind>/[<domain>/]<id>`) of a relative artifact path, and its top folder.
-fn stem_of(rel: &str) -> Option<(&str, &str)> {
-    let (top, rest) = rel.split_once('/')?;
-    let stem = match top {
-        "nodes" => rest.strip_suffix(".json")?,
-        "edges" => rest.strip_suffix(".jsonl")?,
-        "embeddings" | "enrichments" => rest.rsplit_once('.').map(|(s, _)| s)?,
-        _ => return None,
-    };
-    Some((top, stem))
-}
+pub(crate) use crate::artifact::stem_of;
 
 fn index_prefix(settings: &Settings) -> String {
     let rel = settings

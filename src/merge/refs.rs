@@ -251,11 +251,7 @@ fn merge_sides(
         .insert("manifest.json".into(), render_manifest(&manifest));
     if let Some((file, inner)) = crate::artifact::path_clash(&report.files) {
         let holder = |rel: &str| {
-            let stem = ["nodes/", "edges/", "embeddings/", "enrichments/"]
-                .iter()
-                .find_map(|t| rel.strip_prefix(t))
-                .and_then(|r| r.rsplit_once('.'))
-                .map_or("", |(s, _)| s);
+            let stem = crate::artifact::stem_of(rel).map_or("", |(_, s)| s);
             sides
                 .iter()
                 .position(|s| s.nodes.contains_key(stem))

@@ -228,7 +228,6 @@ impl Mirror {
         // a push without `receive.fsckObjects` does not): the file stays, what lies inside it
         // is left out and named.
         let inside: Vec<(String, String)> = crate::artifact::inside_files(&out)
-            .into_iter()
             .map(|(f, i)| (f.to_string(), i.to_string()))
             .collect();
         let mut left_out = Vec::new();
@@ -427,7 +426,7 @@ fn write_diff(
             deleted_specs.push(p.clone());
         }
     }
-    let mut changed_specs: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut changed_specs: Vec<SpecBytes> = Vec::new();
     for p in d.added.iter().chain(&d.modified) {
         let bytes = git::read_blob(repo, new[p])?;
         let abs = tree.join(p);
@@ -435,9 +434,7 @@ fn write_diff(
             // A folder of the old commit where this commit has a file (its files are gone).
             std::fs::remove_dir_all(&abs).map_err(io(&abs))?;
         }
-        if let Some(parent) = abs.parent() {
-            std::fs::create_dir_all(parent).map_err(io(parent))?;
-        }
+        // Creates the parent folders.
         crate::artifact::write_if_changed(&abs, &bytes).map_err(|e| Error::Index(e.to_string()))?;
         report.written += 1;
         if roots.is_source(p) {
