@@ -16,6 +16,10 @@ pub struct Args {
     /// Check the staging area instead of a revision.
     #[arg(long, conflicts_with = "rev")]
     pub staged: bool,
+    /// Also fail (exit 1) when a spec has an error and is in no index (a YAML error, a refused
+    /// file name, a link…), not only when `.kdd-index/` disagrees with the specs.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Differences between the committed and the expected index.
@@ -27,6 +31,9 @@ pub struct Mismatch {
     pub unreadable_specs: Vec<String>,
     /// Node ids (L2 manifest only) whose embeddable chunks lack vectors.
     pub lacking_vectors: Vec<String>,
+    /// How many of `unreadable_specs` are errors (the rest are warnings).
+    #[serde(skip)]
+    pub spec_errors: usize,
 }
 
 impl Mismatch {
@@ -91,6 +98,10 @@ pub fn check(settings: &crate::config::Settings, rev: Option<&str>) -> anyhow::R
     diags.sort();
     let mut m = Mismatch {
         unreadable_specs: diags.iter().map(|d| d.to_string()).collect(),
+        spec_errors: diags
+            .iter()
+            .filter(|d| d.severity == crate::spec::Severity::Error)
+            .count(),
         lacking_vectors: audit.map(|a| a.lacking()).unwrap_or_default(),
         ..Mismatch::default()
     };
@@ -272,7 +283,22 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             output::info(&format!("kdd: {d}"));
         }
     }
-    if m.is_empty() {
+    let errors = m.spec_errors;
+    if m.is_empty() && errors > 0 {
+        let (n, s) = (errors, if errors == 1 { "" } else { "s" });
+        if args.strict {
+            output::error(&format!(
+                "kdd verify: .kdd-index/ matches the specs, but {n} error{s} (named above) keep \
+                 specs out of every index; fix them and run `kdd index`"
+            ));
+            return Ok(ExitStatus::Failure);
+        }
+        output::info(&format!(
+            "kdd verify: .kdd-index/ matches the specs; {n} error{s} (named above) keep specs \
+             out of every index (`--strict` fails on them)"
+        ));
+        Ok(ExitStatus::Success)
+    } else if m.is_empty() {
         output::info("kdd verify: .kdd-index/ matches the specs");
         Ok(ExitStatus::Success)
     } else {

@@ -521,6 +521,15 @@ fn verify_reports_extra_and_stale_artifacts_whatever_the_diagnostics() {
     let v = r.kdd(&["verify"]);
     assert!(v.status.success(), "{:?}", text(&v));
     assert!(text(&v).1.contains("Bomb.md"), "{:?}", text(&v));
+    assert!(text(&v).1.contains("--strict"), "{:?}", text(&v));
+    // CI that wants every spec indexed asks for it.
+    let v = r.kdd(&["verify", "--strict"]);
+    assert_eq!(v.status.code(), Some(1), "{:?}", text(&v));
+    assert!(
+        text(&v).1.contains("keep specs out of every index"),
+        "{:?}",
+        text(&v)
+    );
     // Now an extra artifact and a stale one, committed without the hook.
     plant_node(&r, "Ghost", "specs/01-domain/entities/Ghost.md");
     let node = ".kdd-index/nodes/entity/Pedido.json";
