@@ -50,7 +50,7 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: not a spec path inside the specs root ({why}); never read — rename a spec file named so, or re-run `kdd index` to rewrite an artifact that names it")]
+    #[error("{path}: not a path kdd reads ({why}); never read — rename a file named so, or re-run `kdd index` to rewrite an artifact that names it")]
     BadPath { path: String, why: &'static str },
     #[error("{path}: specs directory not found; create it, or pass --specs DIR / set KDD_SPECS / `git config kdd.specs DIR`")]
     SpecsMissing { path: PathBuf },
@@ -63,7 +63,7 @@ fn symlink_message() -> &'static str {
 
 fn too_large_message(len: u64) -> String {
     format!(
-        "file is {len} bytes, over the {} MB limit for a spec; skipped (split it or move it out of the specs root)",
+        "file is {len} bytes, over the {} MB limit for a spec; skipped (split it, or move it out of the folders kdd indexes)",
         MAX_SPEC_BYTES / (1024 * 1024)
     )
 }

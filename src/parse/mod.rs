@@ -113,7 +113,7 @@ pub fn parse(path: &str, bytes: &[u8]) -> Result<Document, Diagnostic> {
             Severity::Error,
             None,
             format!(
-                "file is {} bytes, over the {} MB limit for a spec; skipped (split it or move it out of the specs root)",
+                "file is {} bytes, over the {} MB limit for a spec; skipped (split it, or move it out of the folders kdd indexes)",
                 bytes.len(),
                 MAX_SPEC_BYTES / (1024 * 1024)
             ),
@@ -124,7 +124,7 @@ pub fn parse(path: &str, bytes: &[u8]) -> Result<Document, Diagnostic> {
             path,
             Severity::Error,
             Some(line_of(bytes, p)),
-            "file contains NUL bytes: it looks binary, not a Markdown spec; skipped (remove it from the specs root or rename it)".into(),
+            "file contains NUL bytes: it looks binary, not a Markdown spec; skipped (move it out of the folders kdd indexes, or rename it)".into(),
         ));
     }
     let mut diagnostics = Vec::new();

@@ -612,6 +612,18 @@ fn http_api_on_loopback() {
         assert!(!resp.body.contains("panicked"), "{}", resp.body);
     }
 
+    // A huge out-of-range number is echoed short, in exponent form.
+    let tiny = post(
+        p,
+        "/v1/retrieve/context",
+        r#"{"query":"pedido","min_score":-1e308}"#,
+    );
+    let msg = tiny.json()["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(msg.contains("got -1e308") && msg.len() < 80, "{msg}");
+
     // Huge bodies are refused before parsing.
     let huge = format!(r#"{{"query":"{}"}}"#, "x".repeat(2 * 1024 * 1024));
     let big = post(p, "/v1/retrieve/context", &huge);

@@ -80,9 +80,15 @@ pub enum Strategy {
 fn min_score(v: Option<f64>, default: f64) -> R<f32> {
     let v = v.unwrap_or(default);
     if !(0.0..=1.0).contains(&v) || v.is_nan() {
+        // A huge value is echoed in exponent form (`-1e308`, not its 309 digits).
+        let got = if v.abs() < 1e6 {
+            v.to_string()
+        } else {
+            format!("{v:e}")
+        };
         return Err(ApiError::bad(
             "INVALID_MIN_SCORE",
-            format!("`min_score` must be between 0 and 1 (got {v})"),
+            format!("`min_score` must be between 0 and 1 (got {got})"),
         ));
     }
     Ok(v as f32)
