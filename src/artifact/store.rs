@@ -33,8 +33,24 @@ pub fn read_artifact(path: &Path) -> std::io::Result<Vec<u8>> {
             std::io::Error::new(std::io::ErrorKind::NotFound, source)
         }
         crate::source::Error::Io { source, .. } => source,
-        other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
+        other => std::io::Error::new(std::io::ErrorKind::InvalidData, refusal(&other)),
     })
+}
+
+/// Why an artifact file was not read, without its path (the caller names it) and with the
+/// artifact's remedy, not a spec's.
+fn refusal(e: &crate::source::Error) -> String {
+    use crate::source::Error as E;
+    let why = match e {
+        E::Symlink { .. } => "a symbolic link (never followed)".to_string(),
+        E::NotRegular { .. } => "not a regular file (a device, FIFO or socket)".to_string(),
+        E::TooLarge { len, .. } => format!(
+            "{len} bytes, over the {} MB limit for an artifact",
+            MAX_ARTIFACT_BYTES >> 20
+        ),
+        other => other.to_string(),
+    };
+    format!("{why}: not written by kdd, never read; `kdd index` (or `kdd resolve`) rewrites it")
 }
 
 /// Whether an I/O error says the file is not there: missing, or a file where a folder on its

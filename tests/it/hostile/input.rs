@@ -351,6 +351,48 @@ fn committed_folders_at_artifact_paths_are_replaced() {
 }
 
 #[test]
+fn a_fifo_or_oversized_artifact_gets_the_artifact_remedy_and_it_works() {
+    // Things kdd never writes at an artifact path of the work tree: the warning names the file
+    // once and gives the artifact's remedy (not a spec's), and that remedy heals it.
+    let r = installed();
+    let node = r.dir.join(".kdd-index/nodes/entity/Pedido.json");
+    std::fs::remove_file(&node).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&node)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let q = bounded(&r.dir, &kdd_bin(), &["search", "--lexical", "pedido"]);
+    let shown = node.display().to_string();
+    assert_eq!(q.all().matches(&shown).count(), 1, "{}", q.all());
+    assert!(q.all().contains("a device, FIFO or socket"), "{}", q.all());
+    assert!(q.all().contains("`kdd index`"), "{}", q.all());
+    assert!(!q.all().contains("specs root"), "{}", q.all());
+    let i = bounded(&r.dir, &kdd_bin(), &["index"]);
+    assert!(i.out.status.success(), "{}", i.all());
+    assert!(node.is_file());
+    // A sparse 3 GB vector file: refused unread, then rewritten.
+    let vectors = r.dir.join(".kdd-index/embeddings/entity/Pedido.bin");
+    if vectors.is_file() {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&vectors)
+            .unwrap();
+        f.set_len(3 << 30).unwrap();
+        let q = bounded(&r.dir, &kdd_bin(), &["search", "--lexical", "pedido"]);
+        assert!(
+            q.all().contains("over the 64 MB limit for an artifact"),
+            "{}",
+            q.all()
+        );
+        let i = bounded(&r.dir, &kdd_bin(), &["index"]);
+        assert!(i.out.status.success(), "{}", i.all());
+        assert!(std::fs::metadata(&vectors).unwrap().len() < 1 << 20);
+    }
+    assert!(r.git(&["status", "--porcelain", ".kdd-index"]).is_empty());
+}
+
+#[test]
 fn a_linked_specs_root_is_refused_by_index_and_hook_alike() {
     let r = installed();
     let outside = r.tmp.path().join("elsewhere");
