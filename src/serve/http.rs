@@ -78,6 +78,25 @@ pub struct AppState {
     /// time-slice; queued requests wait FIFO (inside their deadline), which keeps tail latency
     /// close to the queue length times the service time.
     work: Arc<tokio::sync::Semaphore>,
+    /// The permits of `work`.
+    cores: usize,
+    /// Requests admitted to query work and not finished (waiting for a permit or running, the
+    /// work of an answer already given up by its deadline included): see [`run`].
+    admitted: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Requests admitted per core (waiting or running) before the server answers 503 `BUSY`
+/// instead of queueing more: at tens of milliseconds a query, 32 a core is well inside the
+/// deadline; past it the queue only holds work whose clients will have given up.
+const QUEUE_PER_CORE: usize = 32;
+
+/// One admitted request: counted until dropped (see [`AppState::admitted`]).
+struct Admitted(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The request id of the current request (set by the middleware).
@@ -138,14 +157,15 @@ pub(super) fn json_ok<T: Serialize>(v: &T) -> Response {
 /// Build the router.
 pub fn router(engine: Arc<Engine>, opts: Options) -> Router {
     let max_body = opts.max_body;
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let state = AppState {
         engine,
         opts: Arc::new(opts),
         counter: Arc::new(AtomicU64::new(0)),
         started: Instant::now(),
-        work: Arc::new(tokio::sync::Semaphore::new(
-            std::thread::available_parallelism().map_or(2, |n| n.get()),
-        )),
+        work: Arc::new(tokio::sync::Semaphore::new(cores)),
+        cores,
+        admitted: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
     };
     Router::new()
         .route("/health", get(health))
@@ -312,10 +332,25 @@ where
     let delay = st.opts.test_delay;
     let rid2 = rid.to_string();
     let work = st.work.clone();
+    let waiting = st.admitted.fetch_add(1, Ordering::SeqCst);
+    let admitted = Admitted(st.admitted.clone());
+    if waiting >= st.cores * QUEUE_PER_CORE {
+        drop(admitted);
+        return Ok(Err(ApiError::new(
+            503,
+            "BUSY",
+            format!("{waiting} queries are already waiting or running; retry in a moment"),
+        )));
+    }
     let task = async move {
         // Closed never: the semaphore lives as long as the state.
-        let _permit = work.acquire_owned().await.expect("work semaphore open");
+        let permit = work.acquire_owned().await.expect("work semaphore open");
         tokio::task::spawn_blocking(move || {
+            // Held until the work ends, not only until its answer is given up at the deadline:
+            // a query past its deadline still occupies its core, and admitting another in its
+            // place only added threads (150 timed-out queries kept 142 threads busy for 60 s).
+            // A request dropped while it waits for a permit never starts its work.
+            let _held = (permit, admitted);
             if !delay.is_zero() {
                 std::thread::sleep(delay);
             }

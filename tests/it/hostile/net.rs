@@ -59,27 +59,12 @@ impl Server {
     }
 
     fn connect(&self) -> TcpStream {
-        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap_or_else(|e| {
-            panic!("connect: {e} (the idle-socket test holds 1000 sockets: `ulimit -n` >= 1100)")
-        });
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        s
+        connect(self.port)
     }
 
     /// Send raw request bytes on a new connection; (status, body).
     fn raw(&self, req: &str) -> (u16, String) {
-        let mut s = self.connect();
-        s.write_all(req.as_bytes()).unwrap();
-        let mut out = Vec::new();
-        let _ = s.read_to_end(&mut out);
-        let out = String::from_utf8_lossy(&out).into_owned();
-        let status = out
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-        (status, body.to_string())
+        raw(self.port, req)
     }
 
     fn health(&self, host: &str) -> (u16, String) {
@@ -104,6 +89,30 @@ impl Server {
             })
             .min()
     }
+}
+
+fn connect(port: u16) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| {
+        panic!("connect: {e} (the idle-socket test holds 1000 sockets: `ulimit -n` >= 1100)")
+    });
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s
+}
+
+/// Send raw request bytes to the server on `port` on a new connection; (status, body).
+fn raw(port: u16, req: &str) -> (u16, String) {
+    let mut s = connect(port);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (status, body.to_string())
 }
 
 impl Drop for Server {
@@ -302,6 +311,82 @@ fn http_a_connection_waiting_at_the_cap_gets_in_once_one_goes_idle() {
         assert!(n > 0, "a client got no answer");
     }
     println!("cap 2, both busy for 1.5 s then idle: /health in {took:?}");
+}
+
+/// Threads of the server process (Linux), for the work cap.
+fn threads(pid: u32) -> Option<usize> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+#[test]
+fn http_work_past_its_deadline_keeps_its_core_and_a_flood_is_turned_away() {
+    // Every query takes 2 s (the test delay) against a 100 ms deadline. A query's work used to
+    // give its core back at the deadline and run on, so a flood started new work every 100 ms
+    // (150 timed-out queries kept 142 threads busy for a minute after their answers). Now work
+    // holds its core until it ends, a request that times out while waiting never starts, and
+    // past 32 waiting a core the server answers 503 BUSY at once.
+    let r = Repo::new();
+    let srv = Server::start(
+        &r.dir,
+        &["--bind", "127.0.0.1:0", "--timeout-ms", "100"],
+        &[("KDD_SERVE_TEST_DELAY_MS", "2000")],
+    )
+    .expect("serve");
+    let pid = srv.child.id();
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let search = "POST /v1/retrieve/search HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+                  Content-Length: 22\r\n\r\n{\"query\":\"pedido xyz\"}";
+    // Warm up, then let that work end: the threads left are the server's own.
+    assert_eq!(srv.raw(search).0, 504);
+    std::thread::sleep(Duration::from_millis(2500));
+    let Some(base) = threads(pid) else {
+        return; // not Linux: nothing to count
+    };
+    let n = cores * 32 + 48;
+    let port = srv.port;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                peak = peak.max(threads(pid).unwrap_or(0));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            peak
+        })
+    };
+    let clients: Vec<_> = (0..n)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let (status, body) = raw(port, search);
+                (status, code_of(&body))
+            })
+        })
+        .collect();
+    let answers: Vec<(u16, String)> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let peak = sampler.join().unwrap();
+    let busy = answers.iter().filter(|a| a.0 == 503).count();
+    let late = answers.iter().filter(|a| a.0 == 504).count();
+    assert_eq!(busy + late, n, "{answers:?}");
+    assert!(
+        answers.iter().all(|a| a.1 == "BUSY" || a.1 == "TIMEOUT"),
+        "{answers:?}"
+    );
+    assert!(busy > 0, "no request turned away: {answers:?}");
+    // Work threads never outnumber the cores (the server's own threads aside).
+    assert!(
+        peak <= base + cores + 4,
+        "{peak} threads at the peak, {base} before the flood, {cores} cores"
+    );
+    println!("{n} requests: {busy} BUSY, {late} TIMEOUT; threads {base} → peak {peak}");
+    assert_eq!(srv.health("localhost").0, 200);
 }
 
 #[test]
