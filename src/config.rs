@@ -135,7 +135,9 @@ impl Settings {
                 }
             })?;
         let cache_dir = match std::env::var_os(env::CACHE_DIR) {
-            Some(d) if !d.is_empty() => PathBuf::from(d),
+            Some(d) if !d.is_empty() => {
+                chosen_cache_dir(Path::new(&d), &repo_root, &git_common_dir)?
+            }
             _ => git_common_dir.join("kdd-cache"),
         };
         Ok(Settings {
@@ -165,6 +167,43 @@ impl Settings {
         let v = repo.config_snapshot().string(key)?.to_string();
         Some(v).filter(|v| !v.trim().is_empty())
     }
+}
+
+/// `KDD_CACHE_DIR` checked: an absolute path outside the work tree (or inside the git
+/// directory), so the cache is never committed with `git add .kdd-index` nor read as specs,
+/// and a relative value never lands wherever the command happened to run.
+fn chosen_cache_dir(dir: &Path, repo_root: &Path, git_dir: &Path) -> Result<PathBuf, Error> {
+    let refuse = |message: &str| {
+        Error::Invalid {
+        path: dir.to_path_buf(),
+        message: format!("KDD_CACHE_DIR {message}; unset it (the default is inside the git directory) or point it at a folder outside the repository"),
+    }
+    };
+    if !dir.is_absolute() {
+        return Err(refuse("must be an absolute path"));
+    }
+    // Its nearest existing ancestor resolved (links included), the rest appended: the cache
+    // folder need not exist yet.
+    let mut existing = dir.to_path_buf();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (
+            existing.file_name().map(|n| n.to_os_string()),
+            existing.parent(),
+        ) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    let mut real = absolute(&existing);
+    real.extend(rest.iter().rev());
+    if real.starts_with(repo_root) && !real.starts_with(git_dir) {
+        return Err(refuse("is inside the repository's work tree"));
+    }
+    Ok(dir.to_path_buf())
 }
 
 fn absolute(p: &Path) -> PathBuf {

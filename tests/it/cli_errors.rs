@@ -166,6 +166,23 @@ fn a_specs_root_that_would_empty_the_index_is_refused() {
     );
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("set KDD_CACHE_DIR"), "{:?}", text(&o));
+    // One inside the work tree (it would be committed with `git add .kdd-index`, or read as
+    // specs) or relative (it would land wherever the command ran) is refused, and not made.
+    let inside = dir.path().join(".kdd-index/cache");
+    let inside_s = inside.to_string_lossy().into_owned();
+    for (value, why) in [
+        (inside_s.as_str(), "inside the repository's work tree"),
+        ("rel-cache", "must be an absolute path"),
+    ] {
+        let o = crate::util::kdd_env(
+            &dir.path().join("specs"),
+            &["query", "pedido"],
+            &[("KDD_NO_EMBED", "1"), ("KDD_CACHE_DIR", value)],
+        );
+        assert_eq!(o.status.code(), Some(2), "{value}: {:?}", text(&o));
+        assert!(text(&o).1.contains(why), "{value}: {:?}", text(&o));
+    }
+    assert!(!inside.exists() && !dir.path().join("specs/rel-cache").exists());
     // A manifest no command can read is named by `kdd status` (it reported all clear).
     std::fs::write(
         dir.path().join(".kdd-index/manifest.json"),
