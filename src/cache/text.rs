@@ -127,7 +127,8 @@ fn text_opts(tokenizer: &str, stored: bool) -> TextOptions {
     let o = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default()
             .set_tokenizer(tokenizer)
-            .set_index_option(IndexRecordOption::WithFreqs),
+            // Positions: the phrase evidence of `phrase.rs`.
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
     if stored {
         o.set_stored()
@@ -471,6 +472,7 @@ impl TextIndex {
                 clauses.push((Occur::Should, Box::new(BoostQuery::new(q, w))));
             }
         }
+        super::phrase::clauses(self, text, W_HEAD, &mut clauses);
         // A question meets the translations into its own language only: a spec in its
         // language has none, so same-language questions rank as without translations.
         let tr_fields = filter.question_lang.map(|l| f.tr_fields(l));
