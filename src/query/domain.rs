@@ -30,6 +30,28 @@ pub fn is_shared(domain: Option<&str>) -> bool {
     domain.is_none_or(|d| d.is_empty() || d.starts_with('_'))
 }
 
+/// `Err(INVALID_DOMAIN)` when a filter names a domain the index does not have: a typo would
+/// otherwise answer nothing, as if nothing matched.
+pub fn check_filter(snap: &Snapshot<'_>, domain: Option<&str>) -> Result<(), Error> {
+    let Some(d) = domain else {
+        return Ok(());
+    };
+    let known = &snap.cache.manifest().domains;
+    if known.iter().any(|k| k == d) {
+        return Ok(());
+    }
+    let shown: String = crate::spec::escape_control(d).chars().take(80).collect();
+    let message = if known.is_empty() {
+        format!("unknown domain `{shown}`: this index has no domains; drop the domain filter")
+    } else {
+        format!(
+            "unknown domain `{shown}`; this index has: {}",
+            known.join(", ")
+        )
+    };
+    Err(Error::invalid("INVALID_DOMAIN", message))
+}
+
 /// Edges that may bring a spec of another domain into a focused answer: typed ones only.
 pub fn crosses(edge_type: &str) -> bool {
     !matches!(edge_type, "WIKI_LINK" | "CROSS_DOMAIN_REF")

@@ -8,6 +8,15 @@ use crate::cache::{Cache, Edge, NodeRecord, Snapshot};
 use crate::spec::Kind;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
+/// Every edge type the graph holds (relation names, agent edge types included).
+fn edge_types_held(snap: &Snapshot<'_>) -> Result<BTreeSet<String>, Error> {
+    let mut found = BTreeSet::new();
+    for id in snap.node_ids()? {
+        found.extend(snap.out_edges(&id)?.into_iter().map(|e| e.edge_type));
+    }
+    Ok(found)
+}
+
 /// QRY-001: the subgraph reachable from a node (edges followed in both directions).
 pub fn graph(cache: &Cache, req: &GraphRequest) -> Result<GraphResponse, Error> {
     if !(1..=5).contains(&req.depth) {
@@ -17,6 +26,7 @@ pub fn graph(cache: &Cache, req: &GraphRequest) -> Result<GraphResponse, Error> 
         ));
     }
     let snap = cache.snapshot()?;
+    super::util::check_edge_types(&req.edge_types, || edge_types_held(&snap))?;
     let (root, _) = resolve_node(&snap, &req.node)?;
     let center = must(&snap, &root)?;
     let wanted: BTreeSet<&str> = req.edge_types.iter().map(String::as_str).collect();
@@ -555,6 +565,11 @@ pub fn violations(cache: &Cache, req: &ViolationsRequest) -> Result<ViolationsRe
 pub fn orphans(cache: &Cache, req: &OrphansRequest) -> Result<OrphansResponse, Error> {
     let snap: Snapshot<'_> = cache.snapshot()?;
     let mut out = snap.orphans()?;
+    super::util::check_edge_types(&req.edge_types, || {
+        let mut found = edge_types_held(&snap)?;
+        found.extend(out.iter().map(|o| o.edge_type.clone()));
+        Ok(found)
+    })?;
     if !req.edge_types.is_empty() {
         out.retain(|o| req.edge_types.contains(&o.edge_type));
     }

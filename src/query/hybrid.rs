@@ -327,6 +327,7 @@ fn has_vectors(snap: &Snapshot<'_>, id: &str) -> Result<bool, Error> {
 pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Error> {
     validate_hybrid(req)?;
     let snap = cache.snapshot()?;
+    super::domain::check_filter(&snap, req.domain.as_deref())?;
     let mut filter = filter_of(&req.kinds, &req.layers, &req.domain);
     filter.question_lang = super::translate::text_lang(&snap, &req.query)?;
     let mut warnings = Vec::new();
@@ -519,6 +520,7 @@ fn pick<'c>(
 pub fn search(cache: &Cache, req: &SearchRequest) -> Result<SearchResponse, Error> {
     validate(&req.query, req.limit, req.min_score)?;
     let snap = cache.snapshot()?;
+    super::domain::check_filter(&snap, req.domain.as_deref())?;
     let mut filter = filter_of(&req.kinds, &req.layers, &req.domain);
     filter.question_lang = super::translate::text_lang(&snap, &req.query)?;
     let mut warnings = Vec::new();

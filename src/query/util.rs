@@ -191,3 +191,43 @@ pub fn summary(rec: &NodeRecord) -> &str {
     })
     .unwrap_or("")
 }
+
+/// `Err(INVALID_EDGE_TYPE)` when a requested edge type is neither a structural one nor among
+/// `found()` (the relation names and agent edge types the graph holds, read only when needed):
+/// a typo would otherwise answer an empty graph.
+pub fn check_edge_types(
+    types: &[String],
+    found: impl FnOnce() -> Result<std::collections::BTreeSet<String>, Error>,
+) -> Result<(), Error> {
+    let structural = crate::extract::links::STRUCTURAL;
+    let odd: Vec<&String> = types
+        .iter()
+        .filter(|t| !structural.contains(&t.as_str()))
+        .collect();
+    if odd.is_empty() {
+        return Ok(());
+    }
+    let found = found()?;
+    let Some(bad) = odd.into_iter().find(|t| !found.contains(*t)) else {
+        return Ok(());
+    };
+    let shown: String = crate::spec::escape_control(bad).chars().take(80).collect();
+    Err(Error::invalid(
+        "INVALID_EDGE_TYPE",
+        format!(
+            "unknown edge type `{shown}`; known: {}{}",
+            structural.join(", "),
+            {
+                let more: Vec<String> = found
+                    .into_iter()
+                    .filter(|t| !structural.contains(&t.as_str()))
+                    .collect();
+                if more.is_empty() {
+                    String::new()
+                } else {
+                    format!("; relations in this graph: {}", more.join(", "))
+                }
+            }
+        ),
+    ))
+}

@@ -328,6 +328,34 @@ where
     T: Send + 'static,
     F: Fn(&crate::cache::Cache) -> Result<T, ApiError> + Send + 'static,
 {
+    run_loaded(st, rid, move |loaded, _| f(&loaded.cache)).await
+}
+
+/// [`run`] with the answer's freshness: the stale-spec scan MCP answers carry (specs edited
+/// since they were indexed), rate-limited like theirs.
+pub(super) async fn run_fresh<T, F>(
+    st: &AppState,
+    rid: &str,
+    f: F,
+) -> Result<Result<(T, super::Freshness), ApiError>, ()>
+where
+    T: Send + 'static,
+    F: Fn(&crate::cache::Cache) -> Result<T, ApiError> + Send + 'static,
+{
+    let engine = st.engine.clone();
+    run_loaded(st, rid, move |loaded, reloaded| {
+        let v = f(&loaded.cache)?;
+        Ok((v, engine.freshness(loaded, reloaded, false)))
+    })
+    .await
+}
+
+/// [`run`] over the loaded state (`reloaded`: the index was reloaded for this request).
+async fn run_loaded<T, F>(st: &AppState, rid: &str, f: F) -> Result<Result<T, ApiError>, ()>
+where
+    T: Send + 'static,
+    F: Fn(&Arc<super::Loaded>, bool) -> Result<T, ApiError> + Send + 'static,
+{
     let engine = st.engine.clone();
     let delay = st.opts.test_delay;
     let rid2 = rid.to_string();
@@ -358,7 +386,7 @@ where
                 if reloaded {
                     crate::report::info(&format!("[{rid2}] index reloaded"));
                 }
-                f(&loaded.cache)
+                f(loaded, reloaded)
             })
         })
         .await

@@ -3,7 +3,7 @@
 //! ([`super::http`]'s `run`) and answers JSON or the error.
 
 use super::api::{self, ApiError};
-use super::http::{body_bytes, finish, json_ok, params_value, run, AppState, Fail, Rid};
+use super::http::{body_bytes, finish, json_ok, params_value, run, run_fresh, AppState, Fail, Rid};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Query, State};
@@ -31,8 +31,44 @@ pub(super) async fn search(
         Ok(r) => r,
         Err(e) => return Fail(e, rid).into_response(),
     };
-    let r = run(&st, &rid, move |c| api::run_search(c, &req)).await;
+    let r = run_fresh(&st, &rid, move |c| api::run_search(c, &req)).await;
+    // The answer carries `freshness`, and a `STALE_SPECS` warning when specs changed since
+    // they were indexed (the cache only knows of edits made before it was built).
+    let r = r.map(|r| {
+        r.map(|(mut v, fresh)| {
+            stale(&mut v.warnings, &fresh);
+            Stamped {
+                answer: v,
+                freshness: fresh,
+            }
+        })
+    });
     finish(&st, rid, r)
+}
+
+/// An answer with the served index's freshness.
+#[derive(Serialize)]
+struct Stamped<T: Serialize> {
+    #[serde(flatten)]
+    answer: T,
+    freshness: super::Freshness,
+}
+
+/// Add a `STALE_SPECS` warning for `fresh`'s stale specs unless the answer has one.
+fn stale(warnings: &mut Vec<crate::query::Warning>, fresh: &super::Freshness) {
+    let Some(first) = fresh.stale_specs.first() else {
+        return;
+    };
+    if warnings.iter().any(|w| w.code == "STALE_SPECS") {
+        return;
+    }
+    warnings.push(crate::query::Warning::new(
+        "STALE_SPECS",
+        format!(
+            "{} spec(s) changed since they were indexed (e.g. {first}); run `kdd index`",
+            fresh.stale_specs.len()
+        ),
+    ));
 }
 
 pub(super) async fn context(
@@ -50,7 +86,14 @@ pub(super) async fn context(
         Err(e) => return Fail(e, rid).into_response(),
     };
     let p2 = plan.clone();
-    match run(&st, &rid, move |c| api::run_context(c, &p2)).await {
+    let answer = run_fresh(&st, &rid, move |c| api::run_context(c, &p2)).await;
+    let answer = answer.map(|r| {
+        r.map(|(mut v, fresh)| {
+            stale(&mut v.warnings, &fresh);
+            v
+        })
+    });
+    match answer {
         Err(()) => {
             // Partial results: the lexical ranking alone, without graph expansion.
             let mut lex = plan.clone();

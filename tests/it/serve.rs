@@ -560,6 +560,33 @@ fn http_api_on_loopback() {
             "EMPTY_HINTS",
         ),
         (get(p, "/v1/retrieve/graph"), 400, "MISSING_NODE"),
+        // Typos in an edge type or a domain never pass as "nothing matched".
+        (
+            get(
+                p,
+                "/v1/retrieve/graph?node=Entity:Pedido&edge_types=ENTITY_RUL",
+            ),
+            400,
+            "INVALID_EDGE_TYPE",
+        ),
+        (
+            post(
+                p,
+                "/v1/retrieve/context",
+                r#"{"query":"pedido","domain":"typo"}"#,
+            ),
+            400,
+            "INVALID_DOMAIN",
+        ),
+        (
+            post(
+                p,
+                "/v1/retrieve/search",
+                r#"{"query":"pedido","domain":"typo"}"#,
+            ),
+            400,
+            "INVALID_DOMAIN",
+        ),
         (
             get(p, "/v1/retrieve/graph?node=Entity:Pedido&depth=0"),
             400,
@@ -632,6 +659,51 @@ fn http_api_on_loopback() {
 
     // Still serving after all that.
     assert_eq!(get(p, "/health").status, 200);
+}
+
+#[test]
+fn http_answers_say_when_a_spec_changed_after_the_cache_was_built() {
+    // The cache is built, then a spec is edited without `kdd index`: every HTTP read path says
+    // so, as MCP does (the cache's own figure dates from its build and did not).
+    let r = indexed_repo();
+    let o = r.kdd(&["query", "pedido"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    std::thread::sleep(Duration::from_millis(20));
+    let p = "specs/01-domain/entities/Pedido.md";
+    let edited = r
+        .read(p)
+        .replace("Un pedido de compra", "Un pedido editado de compra");
+    r.write(p, &edited);
+    let srv = Server::start(&r.dir, &["--bind", "127.0.0.1:0"], &[]).expect("serve");
+    let port = srv.port();
+    let s = post(
+        port,
+        "/v1/retrieve/search",
+        r#"{"query":"pedido","mode":"lexical"}"#,
+    );
+    assert_eq!(s.status, 200, "{}", s.body);
+    let v = s.json();
+    assert_eq!(v["freshness"]["fresh"], false, "{}", s.body);
+    assert!(
+        v["freshness"]["stale_specs"]
+            .to_string()
+            .contains("Pedido.md"),
+        "{}",
+        s.body
+    );
+    assert!(
+        v["warnings"].to_string().contains("STALE_SPECS"),
+        "{}",
+        s.body
+    );
+    let c = post(port, "/v1/retrieve/context", r#"{"query":"pedido"}"#);
+    assert_eq!(c.status, 200, "{}", c.body);
+    let cv = c.json();
+    let stale: Vec<&Value> = cv["warnings"]
+        .as_array()
+        .map(|w| w.iter().filter(|w| w["code"] == "STALE_SPECS").collect())
+        .unwrap_or_default();
+    assert_eq!(stale.len(), 1, "{}", c.body);
 }
 
 #[test]
