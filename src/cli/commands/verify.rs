@@ -285,17 +285,17 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     }
     let errors = m.spec_errors;
     if m.is_empty() && errors > 0 {
-        let (n, s) = (errors, if errors == 1 { "" } else { "s" });
+        let n = errors;
         if args.strict {
             output::error(&format!(
-                "kdd verify: .kdd-index/ matches the specs, but {n} error{s} (named above) keep \
-                 specs out of every index; fix them and run `kdd index`"
+                "kdd verify: .kdd-index/ matches the specs, but specs with errors ({n}, named \
+                 above) are in no index; fix them and run `kdd index`"
             ));
             return Ok(ExitStatus::Failure);
         }
         output::info(&format!(
-            "kdd verify: .kdd-index/ matches the specs; {n} error{s} (named above) keep specs \
-             out of every index (`--strict` fails on them)"
+            "kdd verify: .kdd-index/ matches the specs; specs with errors ({n}, named above) \
+             are in no index (`--strict` fails on them)"
         ));
         Ok(ExitStatus::Success)
     } else if m.is_empty() {
