@@ -63,7 +63,7 @@ pub fn env_off(name: &str) -> bool {
 /// Errors locating the repository.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{path}: no such directory (check -C / --repo)")]
+    #[error("{path}: {} (check -C / --repo)", if path.exists() { "not a directory" } else { "no such directory" })]
     NoSuchDir { path: PathBuf },
     #[error("{path}: not inside a git repository (run `git init` first, or pass --repo)")]
     NotARepo { path: PathBuf },

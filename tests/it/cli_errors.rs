@@ -51,6 +51,11 @@ fn missing_specs_dir_and_verify_without_commits_are_errors() {
     let o = r.kdd(&["-C", "/nonexistent-kdd-dir", "status"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("no such directory"), "{:?}", text(&o));
+    // A `-C` at a file says that.
+    let file = r.dir.join(".git/HEAD");
+    let o = r.kdd(&["-C", &file.to_string_lossy(), "status"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("not a directory"), "{:?}", text(&o));
     let o = r.kdd(&["verify"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("no commits yet"), "{:?}", text(&o));
