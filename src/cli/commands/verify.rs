@@ -288,8 +288,8 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         let n = errors;
         if args.strict {
             output::error(&format!(
-                "kdd verify: .kdd-index/ matches the specs, but specs with errors ({n}, named \
-                 above) are in no index; fix them and run `kdd index`"
+                "verify: .kdd-index/ matches the specs, but specs with errors ({n}, named above) \
+                 are in no index; fix them and run `kdd index`"
             ));
             return Ok(ExitStatus::Failure);
         }
@@ -302,7 +302,10 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         output::info("kdd verify: .kdd-index/ matches the specs");
         Ok(ExitStatus::Success)
     } else {
-        output::error("kdd verify: .kdd-index/ does not match the specs; run `kdd resolve` (or `kdd index`) and commit");
+        output::error(
+            "verify: .kdd-index/ does not match the specs; run `kdd resolve` (or `kdd index`) and \
+             commit",
+        );
         Ok(ExitStatus::Failure)
     }
 }
