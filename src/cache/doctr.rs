@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 /// Read here, not in `query/knobs.rs`, because the weight applies inside the text index.
 pub(super) fn weight() -> f32 {
     static W: std::sync::OnceLock<f32> = std::sync::OnceLock::new();
-    *W.get_or_init(|| super::weight_knob("KDD_RANK_DOC_TR", 1.0, 3.0))
+    *W.get_or_init(|| super::text::weight_knob("KDD_RANK_DOC_TR", 1.0, 3.0))
 }
 
 /// Share of a spec's function words that must be of one language for it to be translated.

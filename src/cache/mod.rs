@@ -61,16 +61,6 @@ use text::TextIndex;
 /// positions in the text index, for `phrase.rs`).
 pub const CACHE_VERSION: u32 = 12;
 
-/// A ranking weight that applies inside the text index (`doctr.rs`, `phrase.rs`; the others
-/// live in `query/knobs.rs`): `name`'s value when it parses within `0..=hi`, else `default`.
-fn weight_knob(name: &str, default: f32, hi: f32) -> f32 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse::<f32>().ok())
-        .filter(|w| (0.0..=hi).contains(w))
-        .unwrap_or(default)
-}
-
 /// Cache errors.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -30,7 +30,7 @@ const DEFAULT: f32 = 0.3;
 /// check 0.809 → 0.811 (0.6 chosen there, 0.819), check-two 0.764 → 0.765 (never tuned on).
 pub(super) fn weight() -> f32 {
     static W: std::sync::OnceLock<f32> = std::sync::OnceLock::new();
-    *W.get_or_init(|| super::weight_knob("KDD_RANK_PHRASE", DEFAULT, 2.0))
+    *W.get_or_init(|| super::text::weight_knob("KDD_RANK_PHRASE", DEFAULT, 2.0))
 }
 
 /// Add the phrase clauses of `text` to `clauses`: headings weighted `w_head`, bodies 1.

@@ -32,6 +32,16 @@ const W_NODE_DOC: f32 = 1.0;
 /// Weight of the second-best section (rewards specs matching in several places, a little).
 const W_SECOND: f32 = 0.3;
 
+/// A ranking weight that applies inside the text index (`doctr.rs`, `phrase.rs`; the others
+/// live in `query/knobs.rs`): `name`'s value when it parses within `0..=hi`, else `default`.
+pub(super) fn weight_knob(name: &str, default: f32, hi: f32) -> f32 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse::<f32>().ok())
+        .filter(|w| (0.0..=hi).contains(w))
+        .unwrap_or(default)
+}
+
 /// Split `RetrievalQuery` / `retrieval_query` / `UC-004` into words, keeping the original too.
 pub fn expand_identifier(s: &str) -> String {
     let mut words = Vec::new();
