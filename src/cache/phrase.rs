@@ -12,7 +12,7 @@ use super::text::TextIndex;
 use std::collections::HashSet;
 use tantivy::query::{BoostQuery, Occur, PhraseQuery, Query};
 use tantivy::schema::Field;
-use tantivy::Term;
+use tantivy::{Index, Term};
 
 /// Positions a phrase match may stretch: room for the stop words the analysers drop on either
 /// side (`carpeta de artefactos` / `carpeta de los artefactos`). Chosen before measuring; at
@@ -51,7 +51,7 @@ pub(super) fn clauses(
         (f.body_es, 1.0),
         (f.body_en, 1.0),
     ] {
-        let seq = term_seq(idx, field, text);
+        let seq = term_seq(&idx.index, field, text);
         let mut seen = HashSet::new();
         for pair in seq.windows(2) {
             if pair[0] == pair[1] || !seen.insert((pair[0].clone(), pair[1].clone())) {
@@ -65,9 +65,10 @@ pub(super) fn clauses(
     }
 }
 
-/// The analysed terms of `text` for `field`, in order, repeats kept.
-fn term_seq(idx: &TextIndex, field: Field, text: &str) -> Vec<Term> {
-    let Ok(mut a) = idx.index.tokenizer_for_field(field) else {
+/// The analysed terms of `text` for `field`, in order, repeats kept (`text.rs` dedups them for
+/// the words' own clauses).
+pub(super) fn term_seq(index: &Index, field: Field, text: &str) -> Vec<Term> {
+    let Ok(mut a) = index.tokenizer_for_field(field) else {
         return Vec::new();
     };
     let mut out: Vec<Term> = Vec::new();

@@ -383,14 +383,10 @@ impl TextIndex {
         Ok(())
     }
 
+    /// The analysed terms of `text` for `field`, each once, in order.
     pub(super) fn terms(&self, field: Field, text: &str) -> Vec<Term> {
-        let Ok(mut a) = self.index.tokenizer_for_field(field) else {
-            return Vec::new();
-        };
         let mut out: Vec<Term> = Vec::new();
-        let mut ts = a.token_stream(text);
-        while ts.advance() {
-            let t = Term::from_field_text(field, &ts.token().text);
+        for t in super::phrase::term_seq(&self.index, field, text) {
             if !out.contains(&t) {
                 out.push(t);
             }

@@ -447,16 +447,7 @@ fn read_as(ident: Option<String>, lifted: &[Kind]) -> Vec<String> {
 /// A `STALE_SPECS` warning when specs changed since they were indexed.
 fn stale_warning(snap: &Snapshot<'_>, warnings: &mut Vec<Warning>) -> Result<(), Error> {
     if let Some(st) = snap.stats()? {
-        if !st.stale_specs.is_empty() {
-            warnings.push(Warning::new(
-                "STALE_SPECS",
-                format!(
-                    "{} spec(s) changed since they were indexed (e.g. {}); run `kdd index`",
-                    st.stale_specs.len(),
-                    st.stale_specs[0]
-                ),
-            ));
-        }
+        warnings.extend(Warning::stale_specs(&st.stale_specs));
     }
     Ok(())
 }

@@ -49,6 +49,19 @@ impl Warning {
             message: message.into(),
         }
     }
+
+    /// `STALE_SPECS` for specs changed since they were indexed (`None` when there are none),
+    /// worded alike by the CLI, HTTP and MCP.
+    pub fn stale_specs(stale: &[String]) -> Option<Warning> {
+        let first = stale.first()?;
+        Some(Warning::new(
+            "STALE_SPECS",
+            format!(
+                "{} spec(s) changed since they were indexed (e.g. {first}); run `kdd index`",
+                stale.len()
+            ),
+        ))
+    }
 }
 
 /// Agent-side expansion of a question (see `query::searched`): optional texts the calling

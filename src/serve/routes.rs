@@ -56,19 +56,10 @@ struct Stamped<T: Serialize> {
 
 /// Add a `STALE_SPECS` warning for `fresh`'s stale specs unless the answer has one.
 fn stale(warnings: &mut Vec<crate::query::Warning>, fresh: &super::Freshness) {
-    let Some(first) = fresh.stale_specs.first() else {
-        return;
-    };
     if warnings.iter().any(|w| w.code == "STALE_SPECS") {
         return;
     }
-    warnings.push(crate::query::Warning::new(
-        "STALE_SPECS",
-        format!(
-            "{} spec(s) changed since they were indexed (e.g. {first}); run `kdd index`",
-            fresh.stale_specs.len()
-        ),
-    ));
+    warnings.extend(crate::query::Warning::stale_specs(&fresh.stale_specs));
 }
 
 pub(super) async fn context(
