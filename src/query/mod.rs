@@ -12,6 +12,7 @@ mod context;
 mod domain;
 pub mod evidence;
 mod expand;
+pub mod fresh;
 mod fuse;
 mod graph;
 mod hits;

@@ -642,3 +642,34 @@ fn apertium_translates_when_installed() {
     assert_eq!(t["status"], "ok", "{t}");
     assert!(t["message"].as_str().unwrap().contains("regla"), "{t}");
 }
+
+#[test]
+fn a_one_shot_answer_says_when_its_specs_changed_after_indexing() {
+    // A spec is edited after `kdd index`: `kdd query`, `kdd search` and `kdd context` still
+    // answer from the indexed version, and say so for the specs they answer with.
+    let dir = indexed_repo("core-es");
+    let rule = "specs/01-domain/rules/BR-PEDIDO-001.md";
+    let fresh = json(dir.path(), &["query", "importe mínimo del pedido"]);
+    assert!(warning(&fresh, "STALE_SPECS").is_none(), "{fresh}");
+    let path = dir.path().join(rule);
+    let edited = std::fs::read_to_string(&path).unwrap() + "\nUna frase añadida.\n";
+    std::fs::write(&path, edited).unwrap();
+    for args in [
+        &["query", "importe mínimo del pedido"][..],
+        &["search", "--lexical", "importe mínimo"][..],
+    ] {
+        let v = json(dir.path(), args);
+        let msg = warning(&v, "STALE_SPECS").unwrap_or_else(|| panic!("{args:?}: {v}"));
+        assert!(msg.contains(rule) && msg.contains("kdd index"), "{msg}");
+    }
+    let c = json(dir.path(), &["context", "BR-PEDIDO-001"]);
+    assert!(c["warnings"].to_string().contains(rule), "{c}");
+    // A spec removed from disk counts as changed too; `kdd index` clears both.
+    std::fs::remove_file(&path).unwrap();
+    let v = json(dir.path(), &["query", "importe mínimo del pedido"]);
+    assert!(warning(&v, "STALE_SPECS").is_some(), "{v}");
+    let o = kdd(dir.path(), &["index"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json(dir.path(), &["query", "importe mínimo del pedido"]);
+    assert!(warning(&v, "STALE_SPECS").is_none(), "{v}");
+}

@@ -52,10 +52,15 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         depth: args.depth,
         max_tokens: args.max_tokens,
     };
-    let r = match query::context(&cache, &req) {
+    let mut r = match query::context(&cache, &req) {
         Ok(r) => r,
         Err(e) => return fail(global, &e),
     };
+    let items = r.constraints.iter().chain(&r.behavior);
+    match query::fresh::stale_warning(&cache, items.map(|i| i.node_id.as_str())) {
+        Ok(w) => r.warnings.extend(w.map(|w| w.message)),
+        Err(e) => return fail(global, &e),
+    }
     let format = args.format.unwrap_or(if global.json {
         Format::Json
     } else {

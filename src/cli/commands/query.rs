@@ -110,11 +110,15 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     };
     cache.set_agent_edges(!args.no_agent_edges);
     let searching = crate::trace::span("hybrid");
-    let r = match query::hybrid(&cache, &req) {
+    let mut r = match query::hybrid(&cache, &req) {
         Ok(r) => r,
         Err(e) => return fail(global, &e),
     };
     drop(searching);
+    let ids = r.results.iter().map(|h| h.node_id.as_str());
+    if let Err(e) = query::fresh::mark_stale(&cache, &mut r.warnings, ids) {
+        return fail(global, &e);
+    }
     let _span = crate::trace::span("output");
     if global.json {
         output::json(&r)?;

@@ -51,10 +51,14 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         Ok(c) => c,
         Err(e) => return fail(global, &e),
     };
-    let r = match query::search(&cache, &req) {
+    let mut r = match query::search(&cache, &req) {
         Ok(r) => r,
         Err(e) => return fail(global, &e),
     };
+    let ids = r.results.iter().map(|h| h.node_id.as_str());
+    if let Err(e) = query::fresh::mark_stale(&cache, &mut r.warnings, ids) {
+        return fail(global, &e);
+    }
     if global.json {
         output::json(&r)?;
     } else {
