@@ -6,15 +6,19 @@
 //! [`PARSE_ERROR`] and never reaches rmcp; a JSON line rmcp cannot read either (an `id` that is
 //! neither a string nor an integer, such as `1.5` or `true`, a number past 64-bit range, such
 //! as `1e400`, or nesting past serde's 128 levels in otherwise valid JSON; rmcp dropped those in
-//! silence too) is answered with [`INVALID_REQUEST`]; a line over [`MAX_LINE`] bytes is answered
+//! silence too) is answered with [`INVALID_REQUEST`]; a request with an id that rmcp would
+//! refuse without naming it (no `method`, `jsonrpc` other than `"2.0"`, `params` that are not an
+//! object, `tools/call` without a tool name) is answered here with that id ([`misshapen`]), so
+//! the client can match the error to its request; a line over [`MAX_LINE`] bytes is answered
 //! with `-32600` and skipped without being buffered whole; blank lines are ignored; every other
 //! line goes to rmcp unchanged. The server keeps serving. rmcp's own error answers that carry
-//! no `id` (to `"id": null`, a batch, a message without a method) get `"id":null` on the way
-//! out.
+//! no `id` (to `"id": null`, a batch) get `"id":null` on the way out.
 //!
 //! Invariants: stdout carries whole lines only (rmcp's answers and ours never interleave
 //! inside a line), in the order they were produced; nothing but JSON-RPC is ever written.
 
+use serde_json::Value;
+use std::borrow::Cow;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::io::{BufReader, DuplexStream};
 use tokio::sync::mpsc;
@@ -41,28 +45,29 @@ where
 {
     let (rmcp_in, to_rmcp) = tokio::io::duplex(64 * 1024);
     let (rmcp_out, from_rmcp) = tokio::io::duplex(64 * 1024);
-    let (err_tx, err_rx) = mpsc::channel::<&'static str>(64);
+    let (err_tx, err_rx) = mpsc::channel::<Cow<'static, str>>(64);
     tokio::spawn(pump_input(input, to_rmcp, err_tx));
     let out = tokio::spawn(pump_output(from_rmcp, err_rx, output));
     (rmcp_in, rmcp_out, out)
 }
 
 /// The answer a line gets from the framing itself, if any: not JSON → [`PARSE_ERROR`]; JSON
-/// that rmcp cannot read → [`INVALID_REQUEST`]; anything else goes on to rmcp.
-fn refusal(line: &[u8]) -> Option<&'static str> {
-    match serde_json::from_slice::<serde_json::Value>(line) {
-        Ok(v) => (!readable_id(&v)).then_some(INVALID_REQUEST),
+/// that rmcp cannot read → [`INVALID_REQUEST`]; a request rmcp would refuse without its id →
+/// [`misshapen`]'s answer; anything else goes on to rmcp.
+fn refusal(line: &[u8]) -> Option<Cow<'static, str>> {
+    match serde_json::from_slice::<Value>(line) {
+        Ok(v) if !readable_id(&v) => Some(INVALID_REQUEST.into()),
+        Ok(v) => misshapen(&v).map(Cow::Owned),
         Err(_) if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok() => {
-            Some(INVALID_REQUEST)
+            Some(INVALID_REQUEST.into())
         }
-        Err(_) => Some(PARSE_ERROR),
+        Err(_) => Some(PARSE_ERROR.into()),
     }
 }
 
 /// A message's `id` as rmcp reads one: absent, null, a string, or an integer (also written
 /// `1.0` or `1e2`, below 2^53). Batches and other shapes are rmcp's to judge.
-fn readable_id(v: &serde_json::Value) -> bool {
-    use serde_json::Value;
+fn readable_id(v: &Value) -> bool {
     match v.get("id") {
         None | Some(Value::Null | Value::String(_)) => true,
         Some(Value::Number(n)) => {
@@ -74,10 +79,49 @@ fn readable_id(v: &serde_json::Value) -> bool {
     }
 }
 
+/// The error answer, with the request's own id, to a request rmcp would refuse with
+/// `"id": null` (JSON-RPC 2.0 asks for the id whenever it can be read): `jsonrpc` not `"2.0"`
+/// or no `method` string (`-32600`), `params` present but not an object as MCP requires, or a
+/// `tools/call` without a tool `name` (`-32602`). `None` for notifications, responses and
+/// well-formed requests.
+fn misshapen(v: &Value) -> Option<String> {
+    let msg = v.as_object()?;
+    let id = msg.get("id").filter(|id| !id.is_null())?;
+    if msg.contains_key("result") || msg.contains_key("error") {
+        return None; // a response: rmcp's to take or ignore
+    }
+    let params = msg.get("params").filter(|p| !p.is_null());
+    let (code, why) = if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        (-32600, "Invalid Request: \"jsonrpc\" must be \"2.0\"")
+    } else if !msg.get("method").is_some_and(Value::is_string) {
+        (
+            -32600,
+            "Invalid Request: a request needs a \"method\" string",
+        )
+    } else if params.is_some_and(|p| !p.is_object()) {
+        (-32602, "Invalid params: MCP params are a JSON object")
+    } else if msg.get("method").and_then(Value::as_str) == Some("tools/call")
+        && !params.is_some_and(|p| p.get("name").is_some_and(Value::is_string))
+    {
+        (
+            -32602,
+            "Invalid params: tools/call needs {\"name\": <a tool of tools/list>, \"arguments\": {…}}",
+        )
+    } else {
+        return None;
+    };
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": code, "message": why},
+    });
+    Some(answer.to_string())
+}
+
 async fn pump_input<R: AsyncRead + Unpin>(
     input: R,
     mut to_rmcp: DuplexStream,
-    errors: mpsc::Sender<&'static str>,
+    errors: mpsc::Sender<Cow<'static, str>>,
 ) {
     let mut reader = BufReader::new(input);
     let mut line = Vec::new();
@@ -102,7 +146,7 @@ async fn pump_input<R: AsyncRead + Unpin>(
                     Ok(_) => {}
                 }
             }
-            if errors.send(TOO_LONG).await.is_err() {
+            if errors.send(TOO_LONG.into()).await.is_err() {
                 return;
             }
             continue;
@@ -130,7 +174,7 @@ async fn pump_input<R: AsyncRead + Unpin>(
 
 async fn pump_output<W: AsyncWrite + Unpin>(
     mut from_rmcp: DuplexStream,
-    mut errors: mpsc::Receiver<&'static str>,
+    mut errors: mpsc::Receiver<Cow<'static, str>>,
     mut output: W,
 ) {
     let mut pending: Vec<u8> = Vec::new();
@@ -141,7 +185,14 @@ async fn pump_output<W: AsyncWrite + Unpin>(
             n = from_rmcp.read(&mut buf) => {
                 let n = n.unwrap_or(0);
                 if n == 0 {
-                    let _ = output.write_all(&pending).await;
+                    // rmcp is done: the framing's own answers still queued go out too.
+                    errors.close();
+                    let mut rest = with_null_ids(&pending).into_owned();
+                    while let Some(m) = errors.recv().await {
+                        rest.extend_from_slice(m.as_bytes());
+                        rest.push(b'\n');
+                    }
+                    let _ = output.write_all(&rest).await;
                     let _ = output.flush().await;
                     return;
                 }
@@ -174,7 +225,7 @@ async fn pump_output<W: AsyncWrite + Unpin>(
 /// carry no `id` member, which JSON-RPC 2.0 requires in every response: `"id":null` is added
 /// to each such line of `lines` (whole lines; rmcp writes `jsonrpc` first, then `id` when it
 /// has one).
-fn with_null_ids(lines: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+fn with_null_ids(lines: &[u8]) -> Cow<'_, [u8]> {
     const BARE: &[u8] = br#"{"jsonrpc":"2.0","error":"#;
     const HEAD: &[u8] = br#"{"jsonrpc":"2.0","#;
     if !lines.windows(BARE.len()).any(|w| w == BARE) {
@@ -218,17 +269,21 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#,
             r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#,
         ] {
-            assert_eq!(refusal(bad.as_bytes()), Some(INVALID_REQUEST), "{bad}");
+            assert_eq!(
+                refusal(bad.as_bytes()),
+                Some(INVALID_REQUEST.into()),
+                "{bad}"
+            );
         }
         let deep = format!(
             r#"{{"jsonrpc":"2.0","id":20,"method":"ping","params":{{"x":{}{}}}}}"#,
             "[".repeat(200),
             "]".repeat(200)
         );
-        assert_eq!(refusal(deep.as_bytes()), Some(INVALID_REQUEST));
-        assert_eq!(refusal(b"{not json"), Some(PARSE_ERROR));
-        assert_eq!(refusal(b"\xff\xfe"), Some(PARSE_ERROR));
-        assert_eq!(refusal(&[b'['; 10_000]), Some(PARSE_ERROR));
+        assert_eq!(refusal(deep.as_bytes()), Some(INVALID_REQUEST.into()));
+        assert_eq!(refusal(b"{not json"), Some(PARSE_ERROR.into()));
+        assert_eq!(refusal(b"\xff\xfe"), Some(PARSE_ERROR.into()));
+        assert_eq!(refusal(&[b'['; 10_000]), Some(PARSE_ERROR.into()));
         for line in [PARSE_ERROR, TOO_LONG, INVALID_REQUEST] {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             assert!(v["id"].is_null());
@@ -262,9 +317,70 @@ mod tests {
         );
         assert_eq!(lines[2]["id"], 4);
         let plain = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
-        assert!(matches!(
-            with_null_ids(plain),
-            std::borrow::Cow::Borrowed(_)
-        ));
+        assert!(matches!(with_null_ids(plain), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_misshapen_request_is_refused_with_its_own_id() {
+        for (line, id, code) in [
+            (
+                r#"{"jsonrpc":"2.0","id":11}"#,
+                serde_json::json!(11),
+                -32600,
+            ),
+            (
+                r#"{"id":"b","method":"ping"}"#,
+                serde_json::json!("b"),
+                -32600,
+            ),
+            (
+                r#"{"jsonrpc":"1.0","id":13,"method":"ping"}"#,
+                serde_json::json!(13),
+                -32600,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":15,"method":5}"#,
+                serde_json::json!(15),
+                -32600,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":12,"method":"ping","params":[]}"#,
+                serde_json::json!(12),
+                -32602,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":16,"method":"tools/call","params":"x"}"#,
+                serde_json::json!(16),
+                -32602,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":5}}"#,
+                serde_json::json!(20),
+                -32602,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":25,"method":"tools/call"}"#,
+                serde_json::json!(25),
+                -32602,
+            ),
+        ] {
+            let answer = refusal(line.as_bytes()).unwrap_or_else(|| panic!("{line}"));
+            let v: Value = serde_json::from_str(&answer).unwrap();
+            assert_eq!(
+                (&v["id"], v["error"]["code"].as_i64()),
+                (&id, Some(code)),
+                "{line}: {v}"
+            );
+        }
+        for pass in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"kdd_query"}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"ping","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized","params":[]}"#,
+            r#"{"jsonrpc":"2.0","id":null}"#,
+            r#"[{"jsonrpc":"2.0","id":4}]"#,
+        ] {
+            assert_eq!(refusal(pass.as_bytes()), None, "{pass}");
+        }
     }
 }

@@ -587,15 +587,35 @@ fn mcp_answers_parse_errors_and_keeps_serving() {
         assert_eq!(v["id"].as_f64(), Some(want as f64), "{id}: {v}");
         assert!(v.get("result").is_some(), "{id}: {v}");
     }
-    // rmcp's own refusals (a null id, a batch, no method) answer with an `id` member too.
+    // rmcp's own refusals (a null id, a batch) answer with an `id` member too.
     for line in [
         r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
         r#"[{"jsonrpc":"2.0","id":9,"method":"ping"}]"#,
-        r#"{"jsonrpc":"2.0","id":15}"#,
     ] {
         let v = next(&mut stdin, format!("{line}\n").as_bytes());
         assert!(v.get("error").is_some(), "{line}: {v}");
         assert!(v.get("id").is_some_and(Value::is_null), "{line}: {v}");
+    }
+    // A request whose id can be read gets its refusal under that id (rmcp answered these with
+    // `"id": null`, so a client waiting on the id never heard back).
+    for (line, code) in [
+        (r#"{"jsonrpc":"2.0","id":15}"#, -32600),
+        (r#"{"jsonrpc":"1.0","id":15,"method":"ping"}"#, -32600),
+        (
+            r#"{"jsonrpc":"2.0","id":15,"method":"ping","params":[]}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":7}}"#,
+            -32602,
+        ),
+    ] {
+        let v = next(&mut stdin, format!("{line}\n").as_bytes());
+        assert_eq!(
+            (&v["id"], &v["error"]["code"]),
+            (&json!(15), &json!(code)),
+            "{line}: {v}"
+        );
     }
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
     let v = next(&mut stdin, format!("{list}\n").as_bytes());
@@ -606,12 +626,20 @@ fn mcp_answers_parse_errors_and_keeps_serving() {
             .is_some_and(|t| !t.is_empty()),
         "{v}"
     );
+    // The last line's refusal still goes out when stdin closes right after it.
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":77}\n")
+        .unwrap();
     drop(stdin);
     let t0 = Instant::now();
     while child.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(50));
     }
     let exited = child.try_wait().unwrap();
+    let last = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the last refusal");
+    assert!(last.contains(r#""id":77"#), "{last}");
     let _ = child.kill();
     let _ = child.wait();
     assert!(exited.is_some(), "kdd mcp did not exit after stdin closed");
