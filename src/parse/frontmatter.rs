@@ -98,7 +98,8 @@ impl Split<'_> {
             e => FmError {
                 line: Some(self.yaml_line),
                 message: format!(
-                    "front-matter: {e}; this file was not indexed — remove the anchors/aliases or the nesting"
+                    "front-matter: {e}; this file was not indexed — {}",
+                    e.remedy()
                 ),
                 fatal: true,
             },

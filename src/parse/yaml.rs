@@ -23,11 +23,23 @@ pub enum Error {
     Syntax(#[from] ScanError),
     #[error("YAML would expand to over {MAX_NODES} nodes (aliases of anchors count in full, e.g. a \"billion laughs\" document); refused")]
     TooManyNodes,
+    #[error("YAML holds over {MAX_NODES} nodes (keys, values and list items); refused")]
+    TooLarge,
     #[error("YAML is nested deeper than {MAX_DEPTH} levels; refused")]
     TooDeep,
 }
 
 impl Error {
+    /// What the author can do about a refused document.
+    pub fn remedy(&self) -> &'static str {
+        match self {
+            Error::Syntax(_) => "fix the YAML",
+            Error::TooManyNodes => "remove the anchors and aliases",
+            Error::TooLarge => "move the data out of the front-matter into the body",
+            Error::TooDeep => "flatten the nesting",
+        }
+    }
+
     /// 0-based line of a syntax error.
     pub fn line(&self) -> Option<usize> {
         match self {
@@ -45,6 +57,8 @@ struct Budget {
     open: Vec<(usize, u64)>,
     /// Expanded size of each anchor seen.
     anchors: std::collections::HashMap<usize, u64>,
+    /// An alias was met (a refusal then blames them).
+    aliases: bool,
     too_deep: bool,
 }
 
@@ -65,6 +79,7 @@ impl MarkedEventReceiver for Budget {
         match ev {
             Event::Scalar(_, _, anchor, _) => self.node(anchor, 1),
             Event::Alias(id) => {
+                self.aliases = true;
                 let size = self.anchors.get(&id).copied().unwrap_or(1);
                 self.total = self.total.saturating_add(size);
             }
@@ -94,7 +109,11 @@ pub fn load(text: &str) -> Result<Vec<Yaml>, Error> {
         return Err(Error::TooDeep);
     }
     if budget.total > MAX_NODES {
-        return Err(Error::TooManyNodes);
+        return Err(if budget.aliases {
+            Error::TooManyNodes
+        } else {
+            Error::TooLarge
+        });
     }
     Ok(YamlLoader::load_from_str(text)?)
 }
@@ -123,6 +142,9 @@ mod tests {
         let ok = load("base: &b {x: 1}\nuse: *b\nlist: [*b, *b]\n").unwrap();
         assert_eq!(ok.len(), 1);
         assert!(load(&bomb(3)).is_ok());
+        // Plain size without aliases is refused under its own name.
+        let keys: String = (0..20_001).map(|i| format!("k{i}: v\n")).collect();
+        assert!(matches!(load(&keys), Err(Error::TooLarge)));
     }
 
     #[test]
