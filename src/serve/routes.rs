@@ -134,7 +134,15 @@ pub(super) async fn context_hints(
         Ok(r) => r,
         Err(e) => return Fail(e, rid).into_response(),
     };
-    let r = run(&st, &rid, move |c| Ok(crate::query::context(c, &req)?)).await;
+    let r = run_fresh(&st, &rid, move |c| Ok(crate::query::context(c, &req)?)).await;
+    // Its warnings are plain messages (QRY-007's shape): the `STALE_SPECS` one by its message.
+    let r = r.map(|r| {
+        r.map(|(mut v, fresh)| {
+            let w = crate::query::Warning::stale_specs(&fresh.stale_specs);
+            v.warnings.extend(w.map(|w| w.message));
+            v
+        })
+    });
     finish(&st, rid, r)
 }
 

@@ -258,6 +258,23 @@ fn mcp_session_over_stdio() {
     assert_eq!(q["results"][0]["node_id"], "BR:BR-DESCUENTO-001", "{q}");
     let (_, s) = m.call("kdd_status", json!({}));
     assert_eq!(s["counts"]["nodes"], 5);
+    // Edited again after indexing: the answers with warnings say STALE_SPECS, as HTTP's do,
+    // and `kdd_read` calls the spec stale (it said false until the cache was rebuilt).
+    let p = "specs/01-domain/rules/BR-DESCUENTO-001.md";
+    r.write(p, &(r.read(p) + "\nUna línea nueva.\n"));
+    let (_, q) = m.call("kdd_query", json!({"query": "descuento máximo treinta"}));
+    let w = q["warnings"].to_string();
+    assert!(
+        w.contains("STALE_SPECS") && w.contains("BR-DESCUENTO-001"),
+        "{q}"
+    );
+    let (_, c) = m.call("kdd_context", json!({"hints": ["BR-DESCUENTO-001"]}));
+    assert!(
+        c["warnings"].to_string().contains("BR-DESCUENTO-001"),
+        "{c}"
+    );
+    let (_, rd) = m.call("kdd_read", json!({"node": "BR-DESCUENTO-001"}));
+    assert_eq!(rd["stale"], true, "{rd}");
 }
 
 #[test]
@@ -704,6 +721,18 @@ fn http_answers_say_when_a_spec_changed_after_the_cache_was_built() {
         .map(|w| w.iter().filter(|w| w["code"] == "STALE_SPECS").collect())
         .unwrap_or_default();
     assert_eq!(stale.len(), 1, "{}", c.body);
+    // The hint route answers QRY-007's shape, whose warnings are messages.
+    let h = post(
+        port,
+        "/v1/retrieve/context-hints",
+        r#"{"hints":["Pedido"]}"#,
+    );
+    assert_eq!(h.status, 200, "{}", h.body);
+    assert!(
+        h.json()["warnings"].to_string().contains("Pedido.md"),
+        "{}",
+        h.body
+    );
 }
 
 #[test]

@@ -181,9 +181,36 @@ fn call_on(
         _ => query_tool(&loaded.cache, name, args)?,
     };
     if let Value::Object(o) = &mut out {
+        stale_warning(o, &fresh);
         o.insert("index".into(), to_value(&fresh)?);
     }
     Ok(out)
+}
+
+/// An answer with a `warnings` list (`kdd_query`, `kdd_context`) also says `STALE_SPECS` when
+/// specs changed since they were indexed, as HTTP answers do: agents read the warnings, not
+/// always `index`. `kdd_context` lists plain messages, `kdd_query` `{code, message}` objects.
+fn stale_warning(answer: &mut Map<String, Value>, fresh: &super::Freshness) {
+    let Some(Value::Array(list)) = answer.get_mut("warnings") else {
+        return;
+    };
+    let Some(w) = crate::query::Warning::stale_specs(&fresh.stale_specs) else {
+        return;
+    };
+    let has = |v: &Value| v["code"] == "STALE_SPECS" || v.as_str() == Some(w.message.as_str());
+    if list.iter().any(has) {
+        return;
+    }
+    let plain = list.first().is_some_and(Value::is_string) || answer.contains_key("constraints");
+    let list = match answer.get_mut("warnings") {
+        Some(Value::Array(l)) => l,
+        _ => return,
+    };
+    list.push(if plain {
+        Value::String(w.message)
+    } else {
+        json!({"code": w.code, "message": w.message})
+    });
 }
 
 /// A paged answer: `offset` and `max_tokens` come out of the arguments, `run` decodes the rest.

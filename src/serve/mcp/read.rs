@@ -84,13 +84,16 @@ pub(super) fn read(
     } else {
         (0..sections.len()).collect()
     };
+    // Stale when the index marks it so or the file changed since (the freshness scan).
+    let changed = engine.freshness(loaded, false, true).stale_specs;
+    let stale = rec.stale || changed.contains(&rec.node.source_file);
     Ok(json!({
         "node_id": rec.node.id,
         "kind": rec.node.kind,
         "title": rec.node.title,
         "layer": rec.node.layer,
         "source_file": rec.node.source_file,
-        "stale": rec.stale,
+        "stale": stale,
         "sections": keep.into_iter().map(|i| sections[i].clone()).collect::<Vec<_>>(),
     }))
 }
