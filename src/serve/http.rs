@@ -184,6 +184,16 @@ pub fn router(engine: Arc<Engine>, opts: Options) -> Router {
         .with_state(state)
 }
 
+/// The request's `Content-Length` (0 when absent or unreadable: the body limit still applies
+/// while it is read).
+fn declared_len(req: &Request) -> u64 {
+    req.headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn rid_ok(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
@@ -236,6 +246,14 @@ async fn frame(State(st): State<AppState>, mut req: Request, next: Next) -> Resp
                 "missing or wrong bearer token (send `Authorization: Bearer $KDD_TOKEN`)",
             )
         })
+    } else if path.starts_with("/v1/retrieve/") && declared_len(&req) > st.opts.max_body as u64 {
+        // Refused before the body is read: waiting for it would hold the connection until
+        // the read timeout and answer 408.
+        Some(ApiError::new(
+            413,
+            "PAYLOAD_TOO_LARGE",
+            format!("request body over {} bytes", st.opts.max_body),
+        ))
     } else {
         None
     };

@@ -107,6 +107,14 @@ fn misshapen(v: &Value) -> Option<String> {
             -32602,
             "Invalid params: tools/call needs {\"name\": <a tool of tools/list>, \"arguments\": {…}}",
         )
+    } else if params
+        .and_then(|p| p.get("arguments"))
+        .is_some_and(|a| !a.is_object() && !a.is_null())
+    {
+        (
+            -32602,
+            "Invalid params: tools/call `arguments` are a JSON object",
+        )
     } else {
         return None;
     };
@@ -141,7 +149,11 @@ async fn pump_input<R: AsyncRead + Unpin>(
                     .read_until(b'\n', &mut line)
                     .await
                 {
-                    Ok(0) | Err(_) => return,
+                    Ok(0) | Err(_) => {
+                        // Cut off by the end of input: still answered.
+                        let _ = errors.send(TOO_LONG.into()).await;
+                        return;
+                    }
                     Ok(_) if line.last() == Some(&b'\n') => break,
                     Ok(_) => {}
                 }
@@ -208,8 +220,13 @@ async fn pump_output<W: AsyncWrite + Unpin>(
             }
             msg = errors.recv(), if errors_open => match msg {
                 Some(m) => {
-                    let line = format!("{m}\n");
-                    if output.write_all(line.as_bytes()).await.is_err()
+                    // Whatever else is queued goes out with it, under one flush.
+                    let mut lines = format!("{m}\n");
+                    while let Ok(m) = errors.try_recv() {
+                        lines.push_str(&m);
+                        lines.push('\n');
+                    }
+                    if output.write_all(lines.as_bytes()).await.is_err()
                         || output.flush().await.is_err()
                     {
                         return;
@@ -361,6 +378,11 @@ mod tests {
             (
                 r#"{"jsonrpc":"2.0","id":25,"method":"tools/call"}"#,
                 serde_json::json!(25),
+                -32602,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":26,"method":"tools/call","params":{"name":"x","arguments":[]}}"#,
+                serde_json::json!(26),
                 -32602,
             ),
         ] {

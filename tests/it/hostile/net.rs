@@ -430,6 +430,49 @@ fn http_slow_headers_are_cut_off() {
 }
 
 #[test]
+fn http_a_body_declared_over_the_limit_is_refused_before_it_is_read() {
+    // A Content-Length far past the body limit, and no body: 413 at once, where the server
+    // used to wait for the body until its read timeout and answer 408.
+    let r = Repo::new();
+    let srv = Server::start(&r.dir, &["--bind", "127.0.0.1:0"], &[]).expect("serve");
+    let t0 = Instant::now();
+    let (status, body) = srv.raw(
+        "POST /v1/retrieve/search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: 99999999999\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(
+        (status, code_of(&body)),
+        (413, "PAYLOAD_TOO_LARGE".into()),
+        "{body}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert_eq!(srv.health("127.0.0.1").0, 200);
+}
+
+#[test]
+fn mcp_answers_an_oversized_line_cut_off_by_the_end_of_input() {
+    let r = Repo::new();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kdd"))
+        .arg("-C")
+        .arg(&r.dir)
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n");
+        let _ = stdin.write_all(&vec![b' '; 17 * 1024 * 1024]);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(out.contains("over 16 MiB"), "{out}");
+}
+
+#[test]
 fn http_host_is_strict() {
     let r = Repo::new();
     let srv = Server::start(&r.dir, &["--bind", "127.0.0.1:0"], &[]).expect("serve");
