@@ -81,8 +81,8 @@ fn readable_id(v: &Value) -> bool {
 
 /// The error answer, with the request's own id, to a request rmcp would refuse with
 /// `"id": null` (JSON-RPC 2.0 asks for the id whenever it can be read): `jsonrpc` not `"2.0"`
-/// or no `method` string (`-32600`), `params` present but not an object as MCP requires, or a
-/// `tools/call` without a tool `name` (`-32602`). `None` for notifications, responses and
+/// or no `method` string (`-32600`), `params` present but not an object as MCP requires, a
+/// `tools/call` without a tool `name`, or `arguments` that are not an object (`-32602`). `None` for notifications, responses and
 /// well-formed requests.
 fn misshapen(v: &Value) -> Option<String> {
     let msg = v.as_object()?;
@@ -111,10 +111,7 @@ fn misshapen(v: &Value) -> Option<String> {
         .and_then(|p| p.get("arguments"))
         .is_some_and(|a| !a.is_object() && !a.is_null())
     {
-        (
-            -32602,
-            "Invalid params: tools/call `arguments` are a JSON object",
-        )
+        (-32602, "Invalid params: `arguments` are a JSON object")
     } else {
         return None;
     };

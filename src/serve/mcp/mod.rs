@@ -191,6 +191,7 @@ fn call_on(
 /// specs changed since they were indexed, as HTTP answers do: agents read the warnings, not
 /// always `index`. `kdd_context` lists plain messages, `kdd_query` `{code, message}` objects.
 fn stale_warning(answer: &mut Map<String, Value>, fresh: &super::Freshness) {
+    let plain = answer.contains_key("constraints"); // QRY-007's shape
     let Some(Value::Array(list)) = answer.get_mut("warnings") else {
         return;
     };
@@ -198,19 +199,13 @@ fn stale_warning(answer: &mut Map<String, Value>, fresh: &super::Freshness) {
         return;
     };
     let has = |v: &Value| v["code"] == "STALE_SPECS" || v.as_str() == Some(w.message.as_str());
-    if list.iter().any(has) {
-        return;
+    if !list.iter().any(has) {
+        list.push(if plain {
+            Value::String(w.message)
+        } else {
+            json!({"code": w.code, "message": w.message})
+        });
     }
-    let plain = list.first().is_some_and(Value::is_string) || answer.contains_key("constraints");
-    let list = match answer.get_mut("warnings") {
-        Some(Value::Array(l)) => l,
-        _ => return,
-    };
-    list.push(if plain {
-        Value::String(w.message)
-    } else {
-        json!({"code": w.code, "message": w.message})
-    });
 }
 
 /// A paged answer: `offset` and `max_tokens` come out of the arguments, `run` decodes the rest.
@@ -414,13 +409,18 @@ pub async fn serve_stdio(engine: Arc<Engine>, timeout: Duration) -> anyhow::Resu
     // Lines that are not JSON get a -32700 answer before rmcp (which drops them) sees them.
     let (stdin, stdout) = rmcp::transport::stdio();
     let (rx, tx, out) = super::stdio::framed(stdin, stdout);
-    let service = KddMcp::new(engine, timeout)
-        .serve((rx, tx))
-        .await
-        .map_err(|e| anyhow::anyhow!("MCP initialisation failed: {e}"))?;
-    service.waiting().await?;
+    let served = match KddMcp::new(engine, timeout).serve((rx, tx)).await {
+        Ok(service) => service
+            .waiting()
+            .await
+            .map(drop)
+            .map_err(anyhow::Error::from),
+        Err(e) => Err(anyhow::anyhow!("MCP initialisation failed: {e}")),
+    };
+    // Every answer goes out, also when input ended before `initialize` (the framing's own
+    // refusals of those lines are still queued).
     let _ = tokio::time::timeout(Duration::from_secs(2), out).await;
-    Ok(())
+    served
 }
 
 #[cfg(test)]
