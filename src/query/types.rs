@@ -57,7 +57,7 @@ impl Warning {
         Some(Warning::new(
             "STALE_SPECS",
             format!(
-                "{} spec(s) changed since they were indexed (e.g. {first}); run `kdd index`",
+                "{} spec(s) changed or removed since they were indexed (e.g. {first}); run `kdd index`",
                 stale.len()
             ),
         ))
