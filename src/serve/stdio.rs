@@ -7,8 +7,8 @@
 //! neither a string nor an integer, such as `1.5` or `true`, a number past 64-bit range, such
 //! as `1e400`, or nesting past serde's 128 levels in otherwise valid JSON; rmcp dropped those in
 //! silence too) is answered with [`INVALID_REQUEST`]; a request with an id that rmcp would
-//! refuse without naming it (no `method`, `jsonrpc` other than `"2.0"`, `params` that are not an
-//! object, `tools/call` without a tool name) is answered here with that id ([`misshapen`]), so
+//! refuse without naming it (no `method`, `jsonrpc` other than `"2.0"`, a member given twice,
+//! `params` that are not an object, `tools/call` without a tool name) is answered here with that id ([`misshapen`]), so
 //! the client can match the error to its request; a line over [`MAX_LINE`] bytes is answered
 //! with `-32600` and skipped without being buffered whole; blank lines are ignored; every other
 //! line goes to rmcp unchanged. The server keeps serving. rmcp's own error answers that carry
@@ -57,7 +57,7 @@ where
 fn refusal(line: &[u8]) -> Option<Cow<'static, str>> {
     match serde_json::from_slice::<Value>(line) {
         Ok(v) if !readable_id(&v) => Some(INVALID_REQUEST.into()),
-        Ok(v) => misshapen(&v).map(Cow::Owned),
+        Ok(v) => misshapen(&v, line).map(Cow::Owned),
         Err(_) if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok() => {
             Some(INVALID_REQUEST.into())
         }
@@ -81,17 +81,25 @@ fn readable_id(v: &Value) -> bool {
 
 /// The error answer, with the request's own id, to a request rmcp would refuse with
 /// `"id": null` (JSON-RPC 2.0 asks for the id whenever it can be read): `jsonrpc` not `"2.0"`
-/// or no `method` string (`-32600`), `params` present but not an object as MCP requires, a
+/// or no `method` string, or a `jsonrpc` / `method` / `params` member given twice (`-32600`;
+/// a doubled `id` names no one id and is left to rmcp), `params` present but not an object as MCP requires, a
 /// `tools/call` without a tool `name`, or `arguments` that are not an object (`-32602`). `None` for notifications, responses and
 /// well-formed requests.
-fn misshapen(v: &Value) -> Option<String> {
+fn misshapen(v: &Value, line: &[u8]) -> Option<String> {
     let msg = v.as_object()?;
     let id = msg.get("id").filter(|id| !id.is_null())?;
     if msg.contains_key("result") || msg.contains_key("error") {
         return None; // a response: rmcp's to take or ignore
     }
     let params = msg.get("params").filter(|p| !p.is_null());
-    let (code, why) = if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    let twice =
+        member_twice(line).filter(|k| ["jsonrpc", "method", "params"].contains(&k.as_str()));
+    let dup;
+    let (code, why) = if let Some(k) = twice {
+        // serde_json kept the last one; rmcp refuses the message without naming its id.
+        dup = format!("Invalid Request: member \"{k}\" appears twice");
+        (-32600, dup.as_str())
+    } else if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         (-32600, "Invalid Request: \"jsonrpc\" must be \"2.0\"")
     } else if !msg.get("method").is_some_and(Value::is_string) {
         (
@@ -121,6 +129,35 @@ fn misshapen(v: &Value) -> Option<String> {
         "error": {"code": code, "message": why},
     });
     Some(answer.to_string())
+}
+
+/// The first top-level member of a JSON object line named twice (`None` for other lines).
+fn member_twice(line: &[u8]) -> Option<String> {
+    struct Twice(Option<String>);
+    struct Keys;
+    impl<'de> serde::de::Visitor<'de> for Keys {
+        type Value = Twice;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Twice, A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            let mut twice = None;
+            while let Some(k) = m.next_key::<String>()? {
+                m.next_value::<serde::de::IgnoredAny>()?;
+                if twice.is_none() && !seen.insert(k.clone()) {
+                    twice = Some(k);
+                }
+            }
+            Ok(Twice(twice))
+        }
+    }
+    impl<'de> serde::Deserialize<'de> for Twice {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Twice, D::Error> {
+            d.deserialize_map(Keys)
+        }
+    }
+    serde_json::from_slice::<Twice>(line).ok()?.0
 }
 
 async fn pump_input<R: AsyncRead + Unpin>(
@@ -382,6 +419,11 @@ mod tests {
                 serde_json::json!(26),
                 -32602,
             ),
+            (
+                r#"{"jsonrpc":"2.0","id":27,"method":"ping","method":"tools/list"}"#,
+                serde_json::json!(27),
+                -32600,
+            ),
         ] {
             let answer = refusal(line.as_bytes()).unwrap_or_else(|| panic!("{line}"));
             let v: Value = serde_json::from_str(&answer).unwrap();
@@ -398,6 +440,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","method":"notifications/initialized","params":[]}"#,
             r#"{"jsonrpc":"2.0","id":null}"#,
             r#"[{"jsonrpc":"2.0","id":4}]"#,
+            r#"{"jsonrpc":"2.0","id":5,"id":6,"method":"ping"}"#,
         ] {
             assert_eq!(refusal(pass.as_bytes()), None, "{pass}");
         }
