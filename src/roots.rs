@@ -136,6 +136,12 @@ pub fn read_source(repo_root: &Path, rel: &str, roots: &Roots) -> Result<Vec<u8>
     source::read_checked(repo_root, &rel)
 }
 
+/// The content hash ([`crate::spec::content_hash`]) of one spec or document of the work tree,
+/// read by [`read_source`]: what freshness checks compare with a node's `source_hash`.
+pub fn hash_source(repo_root: &Path, rel: &str, roots: &Roots) -> Result<String, Error> {
+    read_source(repo_root, rel, roots).map(|b| crate::spec::content_hash(&b))
+}
+
 /// The `.kddignore` matchers of every folder root.
 #[derive(Debug, Clone, Default)]
 pub struct Ignores(Vec<(String, Ignore)>);

@@ -10,40 +10,26 @@ use super::{Error, Warning};
 use crate::cache::Cache;
 use std::collections::BTreeSet;
 
-/// The source files, among the nodes `ids`, whose bytes differ from the indexed version (a
-/// file gone or unreadable counts as changed). Unknown ids are skipped.
-pub fn changed_specs<'a>(
-    cache: &Cache,
-    ids: impl IntoIterator<Item = &'a str>,
-) -> Result<Vec<String>, Error> {
-    let m = cache.manifest();
-    let roots = crate::roots::Roots::new(&m.specs_root, &m.docs);
-    let snap = cache.snapshot()?;
-    let mut files = BTreeSet::new();
-    for id in ids {
-        if let Some(lite) = snap.lite(id)? {
-            files.insert((lite.node.source_file, lite.node.source_hash));
-        }
-    }
-    Ok(files
-        .into_iter()
-        .filter(|(file, hash)| {
-            crate::roots::read_source(cache.repo_root(), file, &roots)
-                .map(|b| !crate::spec::same_content(&crate::spec::content_hash(&b), hash))
-                .unwrap_or(true)
-        })
-        .map(|(file, _)| crate::source::printable(&file))
-        .collect())
-}
-
 /// The `STALE_SPECS` warning of an answer over `ids`: the specs the index itself marks stale
-/// plus those of `ids` changed on disk ([`changed_specs`]); `None` when there are none.
+/// plus the source files of `ids` whose bytes differ from the indexed version (a file gone or
+/// unreadable counts as changed; unknown ids are skipped); `None` when there are none.
 pub fn stale_warning<'a>(
     cache: &Cache,
     ids: impl IntoIterator<Item = &'a str>,
 ) -> Result<Option<Warning>, Error> {
-    let mut stale: BTreeSet<String> = changed_specs(cache, ids)?.into_iter().collect();
-    if let Some(st) = cache.snapshot()?.stats()? {
+    let m = cache.manifest();
+    let roots = crate::roots::Roots::new(&m.specs_root, &m.docs);
+    let snap = cache.snapshot()?;
+    let mut stale = BTreeSet::new();
+    for id in ids {
+        let Some(lite) = snap.lite(id)? else { continue };
+        let (file, hash) = (&lite.node.source_file, &lite.node.source_hash);
+        let now = crate::roots::hash_source(cache.repo_root(), file, &roots);
+        if !now.is_ok_and(|h| crate::spec::same_content(&h, hash)) {
+            stale.insert(crate::source::printable(file));
+        }
+    }
+    if let Some(st) = snap.stats()? {
         stale.extend(st.stale_specs);
     }
     Ok(Warning::stale_specs(&stale.into_iter().collect::<Vec<_>>()))

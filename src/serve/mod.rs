@@ -430,9 +430,7 @@ impl Engine {
             let h = match memo.get(file) {
                 Some((l, m, h)) if *l == md.len() && *m == mtime => h.clone(),
                 _ => {
-                    let h = crate::roots::read_source(&repo_root, file, &roots)
-                        .map(|b| crate::spec::content_hash(&b))
-                        .unwrap_or_default();
+                    let h = crate::roots::hash_source(&repo_root, file, &roots).unwrap_or_default();
                     memo.insert(file.clone(), (md.len(), mtime, h.clone()));
                     h
                 }
