@@ -478,7 +478,7 @@ impl TextIndex {
                 clauses.push((Occur::Should, Box::new(BoostQuery::new(q, w))));
             }
         }
-        super::phrase::clauses(self, text, W_HEAD, &mut clauses);
+        let pairs = super::phrase::pairs(self, text, W_HEAD);
         // A question meets the translations into its own language only: a spec in its
         // language has none, so same-language questions rank as without translations.
         let tr_fields = filter.question_lang.map(|l| f.tr_fields(l));
@@ -500,13 +500,17 @@ impl TextIndex {
             searcher: &searcher,
             memo: &self.tokens,
         };
-        let top = searcher
+        let keep = limit.max(1) * 8;
+        let mut top = searcher
             .search_with_statistics_provider(
                 &query,
-                &TopDocs::with_limit(limit.max(1) * 8).order_by_score(),
+                &TopDocs::with_limit(keep * super::phrase::OVERFETCH).order_by_score(),
                 &stats,
             )
             .map_err(|e| Error::Corrupt(format!("text search: {e}")))?;
+        super::phrase::rescore(&searcher, &stats, &pairs, &mut top, keep)
+            .map_err(|e| Error::Corrupt(format!("text search: {e}")))?;
+
         struct Acc {
             node: f32,
             secs: Vec<(f32, usize)>,
