@@ -517,6 +517,25 @@ pub fn rebase_in_progress(dir: &Path) -> bool {
     }
 }
 
+/// True while a multi-commit cherry-pick or revert has commits left after the one being made:
+/// git's sequencer lists the current command and those after it in `sequencer/todo`. Moving
+/// `HEAD` then would break the sequence (git keeps its own staging area in memory between
+/// picks, and stops with "your local changes would be overwritten"), so the last commit of the
+/// sequence is the one healed.
+pub fn sequence_continues(dir: &Path) -> bool {
+    let Ok(repo) = open(dir) else {
+        return false;
+    };
+    let Ok(todo) = std::fs::read_to_string(repo.git_dir().join("sequencer").join("todo")) else {
+        return false;
+    };
+    let commands = todo
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .count();
+    commands > 1
+}
+
 /// `git config --get key` in `dir` (`None` when unset).
 pub fn config_get(dir: &Path, key: &str) -> Option<String> {
     git(dir, &["config", "--get", key])

@@ -464,6 +464,41 @@ fn rebase_cherry_pick_revert_stay_consistent() {
     assert_eq!(r.git(&["status", "--porcelain"]), "");
 }
 
+/// A cherry-pick (or revert) of several commits, the first of which auto-merges a spec: the
+/// post-commit heal waits for the sequence's last commit (moving `HEAD` mid-sequence stopped
+/// git with "your local changes would be overwritten", and `--continue` then dropped the rest:
+/// red team, sixteenth round). Every commit is applied and the tip verifies.
+#[test]
+fn a_sequence_of_picks_or_reverts_applies_every_commit_and_heals_the_last() {
+    let r = installed();
+    let (a, b) = (
+        "specs/01-domain/entities/Pedido.md",
+        "specs/01-domain/entities/Cliente.md",
+    );
+    r.write(b, &entity("Cliente", "b0"));
+    r.git(&["add", "specs"]);
+    r.git(&["commit", "-q", "-m", "cliente"]);
+    r.git(&["checkout", "-q", "-b", "feat"]);
+    r.write(a, &spec("Pedido", "entity", "feat-a", "b0", &["Usuario"]));
+    r.git(&["commit", "-q", "-a", "-m", "f1"]);
+    r.write(b, &entity("Cliente", "feat-b"));
+    r.git(&["commit", "-q", "-a", "-m", "f2"]);
+    r.git(&["checkout", "-q", "main"]);
+    r.write(a, &spec("Pedido", "entity", "a0", "main-b", &["Usuario"]));
+    r.git(&["commit", "-q", "-a", "-m", "m1"]);
+    let o = r.git_out(&["cherry-pick", "feat~1", "feat"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(r.read(a).contains("feat-a") && r.read(a).contains("main-b"));
+    assert!(r.read(b).contains("feat-b"), "the second pick was lost");
+    verify(&r, "HEAD");
+    assert_eq!(r.git(&["status", "--porcelain"]), "");
+    let o = r.git_out(&["revert", "--no-edit", "HEAD~1", "HEAD"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(!r.read(a).contains("feat-a") && !r.read(b).contains("feat-b"));
+    verify(&r, "HEAD");
+    assert_eq!(r.git(&["status", "--porcelain"]), "");
+}
+
 #[test]
 fn heal_commit_modes_follow_up_and_stage() {
     let p = "specs/01-domain/entities/Pedido.md";

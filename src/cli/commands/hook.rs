@@ -51,10 +51,13 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         "pre-commit" => None,
         "post-merge" => Some("merge"),
         "post-rewrite" => Some("rewrite"),
-        // cherry-pick and revert run no pre-commit; their commits are healed here. Ordinary
-        // commits were indexed by pre-commit, so this is the fast no-op path.
+        // cherry-pick and revert run no pre-commit; their commits are healed here (a sequence
+        // of them at its last commit). Ordinary commits were indexed by pre-commit, so this is
+        // the fast no-op path.
         "post-commit" => {
-            if crate::git::rebase_in_progress(&settings.repo_root) {
+            if crate::git::rebase_in_progress(&settings.repo_root)
+                || crate::git::sequence_continues(&settings.repo_root)
+            {
                 return Ok(ExitStatus::Success);
             }
             Some("commit")
