@@ -501,14 +501,12 @@ impl TextIndex {
             memo: &self.tokens,
         };
         let keep = limit.max(1) * 8;
-        let mut top = searcher
-            .search_with_statistics_provider(
-                &query,
-                &TopDocs::with_limit(keep * super::phrase::OVERFETCH).order_by_score(),
-                &stats,
-            )
-            .map_err(|e| Error::Corrupt(format!("text search: {e}")))?;
-        super::phrase::rescore(&searcher, &stats, &pairs, &mut top, keep)
+        let top = TopDocs::with_limit(keep * super::phrase::OVERFETCH).order_by_score();
+        let top = searcher
+            .search_with_statistics_provider(&query, &top, &stats)
+            .and_then(|mut top| {
+                super::phrase::rescore(&searcher, &stats, &pairs, &mut top, keep).map(|_| top)
+            })
             .map_err(|e| Error::Corrupt(format!("text search: {e}")))?;
 
         struct Acc {
