@@ -80,7 +80,12 @@ impl GlobalArgs {
                 }
             );
         }
-        Ok(settings)
+        // A root from `git config kdd.specs` (or the default) that is not in this work tree:
+        // the committed manifest's, as `kdd index` does (a clone has no `kdd.specs`).
+        if named || settings.bare {
+            return Ok(settings);
+        }
+        Ok(crate::index::with_manifest_specs_root(settings))
     }
 }
 

@@ -40,7 +40,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     // One heal at a time per work tree; released when the file is dropped.
     let _lock = lock(repo.git_dir());
     let index = git::load_index(&repo)?;
-    let settings = &crate::index::with_manifest_docs(settings.clone());
+    let settings = &crate::index::with_manifest_specs_root(settings.clone());
     let stamp = Stamp::new(&repo, settings);
     if stamp.matches(&index) {
         return Ok(fast_path(Report::default()));
@@ -54,6 +54,8 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         });
     }
     let staged = Staged::read(&repo, &index, settings)?;
+    let no_spec = staged.specs.is_empty() && staged.conflicted_specs.is_empty();
+    super::refuse_an_empty_root(&settings.specs_root, no_spec, staged.arts.keys())?;
     let mut report = staged.report();
     let mut state = State::load(settings);
     let mut claims = Claims::check(&staged, &state);

@@ -38,6 +38,33 @@ pub enum Error {
     Git(#[from] git::Error),
     #[error(transparent)]
     Artifact(#[from] crate::artifact::Error),
+    /// No staged spec under the specs root while the staged index holds nodes: healing would
+    /// remove every artifact (a clone without the `kdd.specs` the index was built with, a specs
+    /// folder moved without it).
+    #[error(
+        "no staged spec under `{root}/`, but .kdd-index/ holds {nodes} node(s) (set `git config \
+         kdd.specs` to the folder of your specs; to empty the index on purpose, `git rm -r \
+         --cached .kdd-index`)"
+    )]
+    EmptyRoot { root: String, nodes: usize },
+}
+
+/// Refuse a pass that finds no staged spec (`specs` and `conflicted` empty) while `arts`, the
+/// staged `.kdd-index/` paths, hold nodes: see [`Error::EmptyRoot`].
+fn refuse_an_empty_root<'a>(
+    root: &str,
+    no_spec: bool,
+    arts: impl Iterator<Item = &'a String>,
+) -> Result<(), Error> {
+    let prefix = format!("{INDEX_DIR}/nodes/");
+    let nodes = arts.filter(|p| p.starts_with(&prefix)).count();
+    if no_spec && nodes > 0 {
+        return Err(Error::EmptyRoot {
+            root: root.to_string(),
+            nodes,
+        });
+    }
+    Ok(())
 }
 
 /// What a heal pass did.

@@ -528,6 +528,51 @@ fn heal_commit_modes_follow_up_and_stage() {
     }
 }
 
+/// A specs root set with `git config kdd.specs` is not cloned: a clone's commands and hooks take
+/// the committed manifest's root (the hook once found no spec under `specs/` and removed every
+/// artifact: red team, sixteenth round); a specs folder moved away without the setting is
+/// refused, never emptied.
+#[test]
+fn a_clone_without_the_specs_setting_keeps_the_committed_root() {
+    let r = Repo::new();
+    r.git(&["config", "kdd.specs", "product/specs"]);
+    assert!(r.kdd(&["install"]).status.success());
+    r.write(
+        "product/specs/01-domain/entities/Pedido.md",
+        &spec("Pedido", "entity", "a0", "b0", &["Usuario"]),
+    );
+    let usuario = "product/specs/01-domain/entities/Usuario.md";
+    r.write(usuario, &entity("Usuario", "a0"));
+    r.git(&["add", "."]);
+    r.git(&["commit", "-q", "-m", "init"]);
+    let nodes = |r: &Repo| {
+        r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index/nodes"])
+            .lines()
+            .count()
+    };
+    assert_eq!(nodes(&r), 2);
+    let c = r.at(r.clone_to("clone"));
+    c.git(&["config", "user.name", "kdd test"]);
+    c.git(&["config", "user.email", "test@kdd.invalid"]);
+    assert!(c.kdd(&["install"]).status.success());
+    verify(&c, "HEAD");
+    c.write(usuario, &entity("Usuario", "edited in the clone"));
+    c.git(&["commit", "-q", "-a", "-m", "edit"]);
+    assert_eq!(nodes(&c), 2);
+    verify(&c, "HEAD");
+    let manifest = c.git(&["show", "HEAD:.kdd-index/manifest.json"]);
+    assert!(
+        manifest.contains("\"specs_root\": \"product/specs\""),
+        "{manifest}"
+    );
+    c.git(&["mv", "product/specs", "product/moved"]);
+    let o = c.git_out(&["commit", "-q", "-m", "move"]);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("no staged spec under"), "{err}");
+    assert_eq!(nodes(&c), 2, "the index was emptied");
+}
+
 #[test]
 fn fresh_clone_without_driver_then_resolve() {
     let r = installed();
