@@ -6,7 +6,7 @@
 //!
 //! Invariants:
 //! - A [`Node`] is derived from exactly one spec file; its `source_hash` is [`content_hash`] of
-//!   that file's bytes (128-bit truncated blake3), so anyone holding the spec can check whether
+//!   that file's bytes (128-bit truncated blake3, CRLF read as LF), so anyone holding the spec can check whether
 //!   the node is fresh ([`same_content`] also accepts the full 256-bit hash of format v1).
 //! - [`LinkRecord`]s keep the link *as written* (target text + optional domain); resolution to
 //!   node ids is global and happens in [`crate::graph`], never at extraction time, so one spec's
@@ -456,9 +456,20 @@ impl fmt::Display for Diagnostic {
 /// path's bytes (never an adversarial proof of identity): an accidental collision is 2^-128.
 pub const HASH_HEX_LEN: usize = 32;
 
-/// The content hash of a spec's bytes (`source_hash`, an enrichment's `spec_hash`).
+/// The content hash of a spec's bytes (`source_hash`, an enrichment's `spec_hash`), blind to
+/// line endings: each CRLF counts as LF. A checkout with `core.autocrlf` or `eol=crlf` holds
+/// CRLF files whose blobs are LF, and both derive the same artifacts (only the hash told them
+/// apart), so the hook reading blobs and `kdd index` / `status` / queries reading the work tree
+/// agree (red team, sixteenth round: every spec of such a checkout was reported stale).
 pub fn content_hash(bytes: &[u8]) -> String {
-    blake3::hash(bytes).to_hex()[..HASH_HEX_LEN].to_string()
+    let mut h = blake3::Hasher::new();
+    let mut rest = bytes;
+    while let Some(i) = rest.windows(2).position(|w| w == b"\r\n") {
+        h.update(&rest[..i]);
+        rest = &rest[i + 1..];
+    }
+    h.update(rest);
+    h.finalize().to_hex()[..HASH_HEX_LEN].to_string()
 }
 
 /// The comparable part of a stored hash: format v1 stored all 64 hex digits, v2 the first 32.
@@ -537,5 +548,19 @@ mod tests {
             shown,
             "error: specs/x\\n\\u001b[31mforged.md:3: bad \\u0007"
         );
+    }
+
+    /// CRLF reads as LF (an `autocrlf` checkout hashes like its blob); an LF file keeps the
+    /// plain blake3 it always had; a lone CR still counts.
+    #[test]
+    fn the_content_hash_is_blind_to_crlf_only() {
+        let lf = b"---\nid: A\n---\n\n# A\n";
+        assert_eq!(content_hash(lf), blake3::hash(lf).to_hex()[..HASH_HEX_LEN]);
+        assert_eq!(
+            content_hash(b"---\r\nid: A\r\n---\r\n\r\n# A\r\n"),
+            content_hash(lf)
+        );
+        assert_ne!(content_hash(b"a\rb"), content_hash(b"ab"));
+        assert_ne!(content_hash(b"a\r\nb"), content_hash(b"ab"));
     }
 }

@@ -573,6 +573,44 @@ fn a_clone_without_the_specs_setting_keeps_the_committed_root() {
     assert_eq!(nodes(&c), 2, "the index was emptied");
 }
 
+/// A checkout that writes specs with CRLF (`eol=crlf`, like `core.autocrlf`) over LF blobs:
+/// the hook hashes the blob and `kdd index` / `status` / `query` the work tree, and they agree
+/// (every spec was reported stale, and `kdd index` rewrote every node: red team, sixteenth
+/// round).
+#[test]
+fn a_crlf_checkout_of_lf_blobs_is_fresh_everywhere() {
+    let r = Repo::new();
+    r.write(".gitattributes", "*.md text eol=crlf\n");
+    let p = "specs/01-domain/entities/Pedido.md";
+    r.write(p, &spec("Pedido", "entity", "a0", "b0", &["Usuario"]));
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "a0"),
+    );
+    r.git(&["add", "."]);
+    r.git(&["commit", "-q", "-m", "specs"]);
+    std::fs::remove_dir_all(r.dir.join("specs")).unwrap();
+    r.git(&["checkout", "-q", "--", "specs"]);
+    assert!(r.read(p).contains("\r\n"), "the checkout is not CRLF");
+    assert!(r.kdd(&["install"]).status.success());
+    assert!(r.kdd(&["index"]).status.success());
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-q", "-m", "index"]);
+    verify(&r, "HEAD");
+    assert!(r.kdd(&["index"]).status.success());
+    assert_eq!(
+        r.git(&["status", "--porcelain"]),
+        "",
+        "kdd index disagreed with the hook"
+    );
+    let o = r.kdd(&["status"]);
+    let (out, _) = text(&o);
+    assert!(!out.contains("Pedido.md"), "{out}");
+    let o = r.kdd(&["query", "Pedido a0"]);
+    let (_, err) = text(&o);
+    assert!(!err.contains("STALE_SPECS"), "{err}");
+}
+
 #[test]
 fn fresh_clone_without_driver_then_resolve() {
     let r = installed();
