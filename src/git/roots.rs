@@ -133,3 +133,31 @@ pub fn docs_stamp(index: &gix::index::File, roots: &Roots) -> String {
     }
     h.finalize().to_hex().to_string()
 }
+
+/// How many staged entries of the roots a sparse checkout leaves out of the work tree
+/// (`skip-worktree`, or a sparse-index folder entry covering a root): `kdd index` reads the
+/// work tree, so it would take those specs for removed.
+pub fn not_checked_out(dir: &std::path::Path, roots: &Roots) -> Result<usize, Error> {
+    let repo = super::open(dir)?;
+    let index = super::load_index(&repo)?;
+    let all: Vec<&str> = std::iter::once(roots.specs.as_str())
+        .chain(roots.docs.iter().map(String::as_str))
+        .collect();
+    let covers = |path: &str, root: &str| {
+        let dir = path.trim_end_matches('/');
+        root.is_empty()
+            || dir == root
+            || path.starts_with(&format!("{root}/"))
+            || root.starts_with(&format!("{dir}/"))
+    };
+    let n = index
+        .entries()
+        .iter()
+        .filter(|e| e.flags.contains(gix::index::entry::Flags::SKIP_WORKTREE))
+        .filter(|e| {
+            let path = e.path(&index).to_string();
+            all.iter().any(|r| covers(&path, r))
+        })
+        .count();
+    Ok(n)
+}

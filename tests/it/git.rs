@@ -646,6 +646,40 @@ fn a_crlf_checkout_of_lf_blobs_is_fresh_everywhere() {
     assert!(!err.contains("STALE_SPECS"), "{err}");
 }
 
+/// A sparse checkout that leaves specs out of the work tree: `kdd index` refuses (it took them
+/// for removed and deleted their artifacts: red team, sixteenth round), and a commit through
+/// the hook keeps every node.
+#[test]
+fn a_sparse_checkout_never_drops_the_specs_it_leaves_out() {
+    let r = installed();
+    r.write(
+        "specs/02-behavior/commands/CMD-001-Crear.md",
+        &spec("CMD-001", "command", "a0", "b0", &["Pedido"]),
+    );
+    r.git(&["add", "."]);
+    r.git(&["commit", "-q", "-m", "command"]);
+    let nodes = |r: &Repo| {
+        r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index/nodes"])
+            .lines()
+            .count()
+    };
+    assert_eq!(nodes(&r), 3);
+    r.git(&["sparse-checkout", "set", "--no-cone", "/*", "!specs/02-behavior/"]);
+    assert!(!r.exists("specs/02-behavior/commands/CMD-001-Crear.md"));
+    let o = r.kdd(&["index"]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success() && err.contains("sparse checkout"), "{err}");
+    assert_eq!(r.git(&["status", "--porcelain"]), "");
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "edited"),
+    );
+    r.git(&["commit", "-q", "-a", "-m", "edit"]);
+    assert_eq!(nodes(&r), 3);
+    let o = r.kdd(&["verify"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+}
+
 #[test]
 fn fresh_clone_without_driver_then_resolve() {
     let r = installed();

@@ -47,6 +47,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     };
     // Fail fast on a missing specs root, before loading any model.
     let (files, diags) = crate::index::list_specs(&settings)?;
+    refuse_a_sparse_checkout(&settings)?;
     refuse_a_wrong_root(&settings, files.is_empty() && diags.is_empty())?;
     // L2 when the embedding runtime + model are available, else L1 with a warning (embed owns this).
     let level = crate::index::l2::for_index();
@@ -116,6 +117,22 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         return Ok(ExitStatus::Failure);
     }
     Ok(ExitStatus::Success)
+}
+
+/// A sparse checkout that leaves specs out of the work tree: indexing the work tree would remove
+/// their artifacts although the specs are still committed (red team, sixteenth round). Nothing
+/// is written; the hook reads the staged tree and keeps indexing them.
+fn refuse_a_sparse_checkout(settings: &crate::config::Settings) -> anyhow::Result<()> {
+    let n = crate::git::roots::not_checked_out(&settings.repo_root, &settings.roots())?;
+    if n > 0 {
+        anyhow::bail!(
+            "{n} spec or document path(s) under the roots are not checked out (sparse \
+             checkout); `kdd index` reads the work tree and would drop them, so nothing was \
+             changed (commits keep the index current through the pre-commit hook; \
+             `git sparse-checkout disable` before a full `kdd index`)"
+        );
+    }
+    Ok(())
 }
 
 /// A specs root inside `.git/` or `.kdd-index/` is a mistake, and so is one holding no spec
