@@ -59,6 +59,9 @@ struct Problems {
     vectors: Option<String>,
 }
 
+/// The paths a sparse checkout leaves out, read once per update and only when a spec is missing.
+type LeftOut = std::sync::OnceLock<crate::git::roots::LeftOut>;
+
 /// A spec's record, its vectors and what of its artifacts could not be read, or why the spec
 /// could not be loaded at all.
 type Loaded = Result<(NodeRecord, Vec<LoadedVector>, Problems), String>;
@@ -66,7 +69,7 @@ type Loaded = Result<(NodeRecord, Vec<LoadedVector>, Problems), String>;
 /// Load one spec's record from its artifacts and its source file.
 fn load_record(
     index_dir: &Path,
-    repo_root: &Path,
+    (repo_root, left_out): (&Path, &LeftOut),
     roots: &crate::roots::Roots,
     stem: &str,
 ) -> Loaded {
@@ -98,6 +101,14 @@ fn load_record(
                 !crate::spec::same_content(&crate::spec::content_hash(&bytes), &node.source_hash);
             let (f, s, x) = parse_spec_full(&node.source_file, &bytes, &roots.specs);
             (f, s, stale, x)
+        }
+        // A spec a sparse checkout leaves out is committed as indexed: not stale.
+        Err(crate::source::Error::Io { .. })
+            if left_out
+                .get_or_init(|| crate::git::roots::LeftOut::read(repo_root))
+                .holds(&node.source_file) =>
+        {
+            (IndexedFields::new(), Vec::new(), false, None)
         }
         Err(_) => (IndexedFields::new(), Vec::new(), true, None),
     };
@@ -324,9 +335,10 @@ fn load_changed(
         })
         .map(|(stem, _)| stem)
         .collect();
+    let left_out = LeftOut::new();
     todo.par_iter()
         .map(|stem| {
-            let rec = load_record(index_dir, repo_root, roots, stem);
+            let rec = load_record(index_dir, (repo_root, &left_out), roots, stem);
             ((*stem).clone(), rec)
         })
         .collect()

@@ -134,30 +134,53 @@ pub fn docs_stamp(index: &gix::index::File, roots: &Roots) -> String {
     h.finalize().to_hex().to_string()
 }
 
-/// How many staged entries of the roots a sparse checkout leaves out of the work tree
-/// (`skip-worktree`, or a sparse-index folder entry covering a root): `kdd index` reads the
-/// work tree, so it would take those specs for removed.
-pub fn not_checked_out(dir: &std::path::Path, roots: &Roots) -> Result<usize, Error> {
-    let repo = super::open(dir)?;
-    let index = super::load_index(&repo)?;
-    let all: Vec<&str> = std::iter::once(roots.specs.as_str())
-        .chain(roots.docs.iter().map(String::as_str))
-        .collect();
-    let covers = |path: &str, root: &str| {
-        let dir = path.trim_end_matches('/');
-        root.is_empty()
-            || dir == root
-            || path.starts_with(&format!("{root}/"))
-            || root.starts_with(&format!("{dir}/"))
-    };
-    let n = index
-        .entries()
-        .iter()
-        .filter(|e| e.flags.contains(gix::index::entry::Flags::SKIP_WORKTREE))
-        .filter(|e| {
-            let path = e.path(&index).to_string();
-            all.iter().any(|r| covers(&path, r))
-        })
-        .count();
-    Ok(n)
+/// The staged paths a sparse checkout leaves out of the work tree (`skip-worktree`; a
+/// sparse-index folder entry ends with `/` and covers what is under it). Empty when the index
+/// cannot be read or nothing is left out.
+#[derive(Debug, Default)]
+pub struct LeftOut(Vec<String>);
+
+impl LeftOut {
+    /// Read the staging area of the repository at `dir`.
+    pub fn read(dir: &std::path::Path) -> LeftOut {
+        let Ok(repo) = super::open(dir) else {
+            return LeftOut::default();
+        };
+        let Ok(index) = super::load_index(&repo) else {
+            return LeftOut::default();
+        };
+        LeftOut(
+            index
+                .entries()
+                .iter()
+                .filter(|e| e.flags.contains(gix::index::entry::Flags::SKIP_WORKTREE))
+                .map(|e| e.path(&index).to_string())
+                .collect(),
+        )
+    }
+
+    /// True when the work tree lacks `path` because the sparse checkout left it out.
+    pub fn holds(&self, path: &str) -> bool {
+        self.0
+            .iter()
+            .any(|p| p == path || (p.ends_with('/') && path.starts_with(p.as_str())))
+    }
+
+    /// How many left-out entries lie under (or cover) one of `roots`.
+    pub fn under(&self, roots: &Roots) -> usize {
+        let all: Vec<&str> = std::iter::once(roots.specs.as_str())
+            .chain(roots.docs.iter().map(String::as_str))
+            .collect();
+        let covers = |path: &str, root: &str| {
+            let dir = path.trim_end_matches('/');
+            root.is_empty()
+                || dir == root
+                || path.starts_with(&format!("{root}/"))
+                || root.starts_with(&format!("{dir}/"))
+        };
+        self.0
+            .iter()
+            .filter(|p| all.iter().any(|r| covers(p, r)))
+            .count()
+    }
 }

@@ -21,11 +21,23 @@ pub fn stale_warning<'a>(
     let roots = crate::roots::Roots::new(&m.specs_root, &m.docs);
     let snap = cache.snapshot()?;
     let mut stale = BTreeSet::new();
+    let left_out = std::cell::OnceCell::new();
     for id in ids {
         let Some(lite) = snap.lite(id)? else { continue };
         let (file, hash) = (&lite.node.source_file, &lite.node.source_hash);
         let now = crate::roots::hash_source(cache.repo_root(), file, &roots);
-        if !now.is_ok_and(|h| crate::spec::same_content(&h, hash)) {
+        if now
+            .as_ref()
+            .is_ok_and(|h| crate::spec::same_content(h, hash))
+        {
+            continue;
+        }
+        // A spec a sparse checkout leaves out is committed as indexed, not changed.
+        let sparse = matches!(now, Err(crate::source::Error::Io { .. }))
+            && left_out
+                .get_or_init(|| crate::git::roots::LeftOut::read(cache.repo_root()))
+                .holds(file);
+        if !sparse {
             stale.insert(crate::source::printable(file));
         }
     }

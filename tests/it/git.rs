@@ -664,12 +664,27 @@ fn a_sparse_checkout_never_drops_the_specs_it_leaves_out() {
             .count()
     };
     assert_eq!(nodes(&r), 3);
-    r.git(&["sparse-checkout", "set", "--no-cone", "/*", "!specs/02-behavior/"]);
+    r.git(&[
+        "sparse-checkout",
+        "set",
+        "--no-cone",
+        "/*",
+        "!specs/02-behavior/",
+    ]);
     assert!(!r.exists("specs/02-behavior/commands/CMD-001-Crear.md"));
     let o = r.kdd(&["index"]);
     let (_, err) = text(&o);
-    assert!(!o.status.success() && err.contains("sparse checkout"), "{err}");
+    assert!(
+        !o.status.success() && err.contains("sparse checkout"),
+        "{err}"
+    );
     assert_eq!(r.git(&["status", "--porcelain"]), "");
+    // Left out is not stale: no advice to run `kdd index`, no STALE_SPECS.
+    let (out, _) = text(&r.kdd(&["status"]));
+    assert!(out.contains("not checked out (sparse checkout"), "{out}");
+    assert!(!out.contains("run `kdd index`"), "{out}");
+    let (_, err) = text(&r.kdd(&["query", "CMD-001 a0"]));
+    assert!(!err.contains("STALE_SPECS"), "{err}");
     r.write(
         "specs/01-domain/entities/Usuario.md",
         &entity("Usuario", "edited"),

@@ -123,11 +123,11 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
 /// their artifacts although the specs are still committed (red team, sixteenth round). Nothing
 /// is written; the hook reads the staged tree and keeps indexing them.
 fn refuse_a_sparse_checkout(settings: &crate::config::Settings) -> anyhow::Result<()> {
-    let n = crate::git::roots::not_checked_out(&settings.repo_root, &settings.roots())?;
+    let n = crate::git::roots::LeftOut::read(&settings.repo_root).under(&settings.roots());
     if n > 0 {
         anyhow::bail!(
-            "{n} spec or document path(s) under the roots are not checked out (sparse \
-             checkout); `kdd index` reads the work tree and would drop them, so nothing was \
+            "{n} staged path(s) under the specs or documents roots (files, or folders of a \
+             sparse index) are not checked out (sparse checkout); `kdd index` reads the work tree and would drop them, so nothing was \
              changed (commits keep the index current through the pre-commit hook; \
              `git sparse-checkout disable` before a full `kdd index`)"
         );

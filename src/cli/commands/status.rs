@@ -156,6 +156,7 @@ fn unreadable_vectors(settings: &crate::config::Settings, graph: &Graph) -> Vec<
 fn stale_nodes(settings: &crate::config::Settings, graph: &Graph) -> Vec<Stale> {
     let roots = settings.roots();
     let mut stale = Vec::new();
+    let left_out = std::cell::OnceCell::new();
     for n in &graph.nodes {
         match crate::roots::read_source(&settings.repo_root, &n.source_file, &roots) {
             Ok(b) => {
@@ -172,6 +173,13 @@ fn stale_nodes(settings: &crate::config::Settings, graph: &Graph) -> Vec<Stale> 
                 source_file: crate::source::printable(&n.source_file),
                 reason: match e {
                     crate::source::Error::BadPath { .. } => "invalid source_file",
+                    crate::source::Error::Io { .. }
+                        if left_out
+                            .get_or_init(|| crate::git::roots::LeftOut::read(&settings.repo_root))
+                            .holds(&n.source_file) =>
+                    {
+                        "not checked out (sparse checkout; the index keeps it)"
+                    }
                     crate::source::Error::Io { .. } => "missing",
                     _ => "unreadable",
                 },
@@ -329,7 +337,8 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             s.clone()
         });
     }
-    if !r.stale.is_empty() || !r.unindexed.is_empty() {
+    let sparse = |s: &&Stale| s.reason.starts_with("not checked out");
+    if r.stale.iter().any(|s| !sparse(&s)) || !r.unindexed.is_empty() {
         out.push_str("run `kdd index` to bring the index up to date\n");
     }
     output::data(&out)?;
