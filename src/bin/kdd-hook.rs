@@ -1,5 +1,5 @@
-//! `kdd-hook`: git hook entry point (pre-commit, post-commit, post-merge, post-checkout,
-//! post-rewrite, post-applypatch, post-receive). Logic lives in [`kdd::hook`].
+//! `kdd-hook`: git hook entry point (pre-commit, post-merge, post-checkout, post-rewrite,
+//! post-receive). Logic lives in [`kdd::hook`].
 fn main() -> std::process::ExitCode {
     kdd::cli::hook_main()
 }

@@ -536,25 +536,6 @@ pub fn sequence_continues(dir: &Path) -> bool {
     commands > 1
 }
 
-/// True when `git am` is making the commit of its last patch (`rebase-apply/next` has reached
-/// `rebase-apply/last`, not under a rebase): `am` runs no pre-commit nor post-commit, and its
-/// commits are healed at the last one, like a sequence of picks.
-pub fn am_at_last_patch(dir: &Path) -> bool {
-    let Ok(repo) = open(dir) else {
-        return false;
-    };
-    let state = repo.git_dir().join("rebase-apply");
-    let number = |name: &str| {
-        std::fs::read_to_string(state.join(name))
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-    };
-    match (number("next"), number("last")) {
-        (Some(next), Some(last)) => next >= last && !state.join("rebasing").exists(),
-        _ => false,
-    }
-}
-
 /// `git config --get key` in `dir` (`None` when unset).
 pub fn config_get(dir: &Path, key: &str) -> Option<String> {
     git(dir, &["config", "--get", key])

@@ -499,41 +499,6 @@ fn a_sequence_of_picks_or_reverts_applies_every_commit_and_heals_the_last() {
     assert_eq!(r.git(&["status", "--porcelain"]), "");
 }
 
-/// `git am -3` of two patches, the first merging a spec three ways: am runs neither pre-commit
-/// nor post-commit, so `post-applypatch` heals its last commit (the tip was left with an index
-/// of text it does not hold, and a clean `git status`: red team, sixteenth round).
-#[test]
-fn git_am_heals_its_last_commit() {
-    let r = installed();
-    let (a, b) = (
-        "specs/01-domain/entities/Pedido.md",
-        "specs/01-domain/entities/Usuario.md",
-    );
-    r.git(&["checkout", "-q", "-b", "feat"]);
-    r.write(a, &spec("Pedido", "entity", "feat-a", "b0", &["Usuario"]));
-    r.git(&["commit", "-q", "-a", "-m", "f1"]);
-    r.write(b, &entity("Usuario", "feat-b"));
-    r.git(&["commit", "-q", "-a", "-m", "f2"]);
-    let patches = r.dir.join("../patches");
-    let out = patches.to_string_lossy().to_string();
-    r.git(&["format-patch", "-q", "-2", "feat", "-o", &out]);
-    r.git(&["checkout", "-q", "main"]);
-    r.write(a, &spec("Pedido", "entity", "a0", "main-b", &["Usuario"]));
-    r.git(&["commit", "-q", "-a", "-m", "m1"]);
-    let mut files: Vec<String> = std::fs::read_dir(&patches)
-        .unwrap()
-        .map(|e| e.unwrap().path().to_string_lossy().to_string())
-        .collect();
-    files.sort();
-    let mut args = vec!["am", "-q", "-3"];
-    args.extend(files.iter().map(String::as_str));
-    let o = r.git_out(&args);
-    assert!(o.status.success(), "{:?}", text(&o));
-    assert!(r.read(a).contains("feat-a") && r.read(a).contains("main-b"));
-    verify(&r, "HEAD");
-    assert_eq!(r.git(&["status", "--porcelain"]), "");
-}
-
 #[test]
 fn heal_commit_modes_follow_up_and_stage() {
     let p = "specs/01-domain/entities/Pedido.md";

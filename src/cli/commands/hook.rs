@@ -2,8 +2,7 @@
 //!
 //! `pre-commit` indexes the staged tree incrementally; `post-merge`, `post-checkout` and
 //! `post-rewrite` heal after merges, branch switches and rebases; `post-commit` heals a commit
-//! no pre-commit indexed (cherry-pick, revert, `--no-verify`) and is silent after one that was;
-//! `post-applypatch` heals the last commit of `git am`. Hooks never fail because of
+//! no pre-commit indexed (cherry-pick, revert, `--no-verify`) and is silent after one that was. Hooks never fail because of
 //! the indexer's own trouble: they report and exit 0. `KDD_HOOK=0` disables them.
 
 use crate::cli::{output, ExitStatus, GlobalArgs};
@@ -63,14 +62,6 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             }
             Some("commit")
         }
-        // `git am` runs neither pre-commit nor post-commit: its last patch's commit is healed
-        // here (the ones before keep what their patches carried, like a rebase's).
-        "post-applypatch" => {
-            if !crate::git::am_at_last_patch(&settings.repo_root) {
-                return Ok(ExitStatus::Success);
-            }
-            Some("commit")
-        }
         "post-checkout" => {
             // Only branch switches (flag 1) that moved HEAD, never in the middle of a rebase.
             let branch = args.args.get(2).map(String::as_str) == Some("1");
@@ -102,8 +93,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         Ok(report) => {
             // An ordinary commit's post-commit changes nothing: its pre-commit already named
             // every problem of this tree, so it stays silent rather than name each one twice.
-            let quiet = matches!(args.name.as_str(), "post-commit" | "post-applypatch");
-            if !quiet || !report.staged().is_empty() {
+            if args.name != "post-commit" || !report.staged().is_empty() {
                 print_report(&report, &args.name);
             }
             match event {

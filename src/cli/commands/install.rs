@@ -2,8 +2,7 @@
 //!
 //! - `merge.kdd.name` / `merge.kdd.driver` in the repository's git config;
 //! - `.kdd-index/** merge=kdd` in `.gitattributes` (or `.git/info/attributes` with `--local`);
-//! - hook shims (`pre-commit`, `post-commit`, `post-merge`, `post-checkout`, `post-rewrite`,
-//!   `post-applypatch`) in the hooks
+//! - hook shims (`pre-commit`, `post-commit`, `post-merge`, `post-checkout`, `post-rewrite`) in the hooks
 //!   directory git uses, chaining an existing foreign hook (kept as `<hook>.pre-kdd`) instead of
 //!   overwriting it. When lefthook or husky owns the hooks (or with `--lefthook` / `--husky`)
 //!   kdd's hooks are added to their configuration instead ([`super::wiring`]).
@@ -17,13 +16,12 @@ use std::path::{Path, PathBuf};
 /// The plain-git hook shim (`hooks/kdd-shim.sh`).
 pub const SHIM: &str = include_str!("../../../hooks/kdd-shim.sh");
 /// Hooks kdd installs.
-pub const HOOKS: [&str; 6] = [
+pub const HOOKS: [&str; 5] = [
     "pre-commit",
     "post-commit",
     "post-merge",
     "post-checkout",
     "post-rewrite",
-    "post-applypatch",
 ];
 
 /// Arguments of `kdd install`.
