@@ -53,6 +53,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
             ..Report::default()
         });
     }
+    super::refuse_a_sparse_index(&index, &settings.roots())?;
     let staged = Staged::read(&repo, &index, settings)?;
     let no_spec = staged.specs.is_empty() && staged.conflicted_specs.is_empty();
     super::refuse_an_empty_root(&settings.specs_root, no_spec, staged.arts.keys())?;

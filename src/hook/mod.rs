@@ -47,6 +47,44 @@ pub enum Error {
          --cached .kdd-index`)"
     )]
     EmptyRoot { root: String, nodes: usize },
+    /// A sparse index folds folders left out of the checkout into one entry: their specs are
+    /// not listed, and a pass would remove their artifacts.
+    #[error(
+        "the staging area is a sparse index that folds `{folder}` away, so its specs are not \
+         listed (`git sparse-checkout init --no-sparse-index` keeps the sparse checkout and \
+         lists every spec)"
+    )]
+    SparseIndex { folder: String },
+}
+
+/// Refuse a pass over a sparse index with a folded folder under (or over) one of `roots`: see
+/// [`Error::SparseIndex`].
+fn refuse_a_sparse_index(
+    index: &gix::index::File,
+    roots: &crate::roots::Roots,
+) -> Result<(), Error> {
+    let all: Vec<&str> = std::iter::once(roots.specs.as_str())
+        .chain(roots.docs.iter().map(String::as_str))
+        .collect();
+    for e in index.entries() {
+        if e.mode != gix::index::entry::Mode::DIR {
+            continue;
+        }
+        let folder = e.path(index).to_string();
+        let dir = folder.trim_end_matches('/');
+        let covers = |root: &str| {
+            root.is_empty()
+                || dir == root
+                || dir.starts_with(&format!("{root}/"))
+                || root.starts_with(&format!("{dir}/"))
+        };
+        if all.iter().any(|r| covers(r)) {
+            return Err(Error::SparseIndex {
+                folder: dir.to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Refuse a pass that finds no staged spec (`specs` and `conflicted` empty) while `arts`, the

@@ -660,6 +660,32 @@ fn a_sparse_checkout_never_drops_the_specs_it_leaves_out() {
     assert!(o.status.success(), "{:?}", text(&o));
 }
 
+/// A cone sparse checkout with a sparse index folds the folders it leaves out into one entry:
+/// the hook leaves `.kdd-index/` as it is and says how to list every spec (a commit removed the
+/// artifacts of every spec outside the cone: red team, sixteenth round).
+#[test]
+fn a_sparse_index_never_drops_the_specs_it_folds() {
+    let r = installed();
+    r.write(
+        "specs/02-behavior/commands/CMD-001-Crear.md",
+        &spec("CMD-001", "command", "a0", "b0", &["Pedido"]),
+    );
+    r.git(&["add", "."]);
+    r.git(&["commit", "-q", "-m", "command"]);
+    r.git(&["sparse-checkout", "init", "--cone", "--sparse-index"]);
+    r.git(&["sparse-checkout", "set", "specs/02-behavior", ".kdd-index"]);
+    r.write(
+        "specs/02-behavior/commands/CMD-001-Crear.md",
+        &spec("CMD-001", "command", "edited", "b0", &["Pedido"]),
+    );
+    let o = r.git_out(&["commit", "-q", "-a", "-m", "edit"]);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("--no-sparse-index"), "{err}");
+    let nodes = r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index/nodes"]);
+    assert_eq!(nodes.lines().count(), 3, "{nodes}");
+}
+
 #[test]
 fn fresh_clone_without_driver_then_resolve() {
     let r = installed();
