@@ -100,6 +100,7 @@ fn install_is_idempotent_and_chains_existing_hook() {
     assert!(r.kdd(&["install"]).status.success());
     let attrs = r.read(".gitattributes");
     assert_eq!(attrs.matches(".kdd-index/** merge=kdd").count(), 1);
+    assert_eq!(attrs.matches(".kdd-index/** -text").count(), 1);
     assert!(r
         .git(&["config", "merge.kdd.driver"])
         .contains("%O %A %B %P"));
@@ -684,6 +685,38 @@ fn a_sparse_index_never_drops_the_specs_it_folds() {
     assert!(err.contains("--no-sparse-index"), "{err}");
     let nodes = r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index/nodes"]);
     assert_eq!(nodes.lines().count(), 3, "{nodes}");
+}
+
+/// A clone with `core.autocrlf=true`: the artifacts are `-text`, so the checkout writes them as
+/// committed and a commit leaves `git status` clean (every artifact showed modified and `git
+/// pull` refused: red team, sixteenth round); attributes written before get the line from
+/// `kdd install`.
+#[test]
+fn an_autocrlf_clone_stays_clean_after_a_commit() {
+    let r = installed();
+    r.write(".gitattributes", ".kdd-index/** merge=kdd\n");
+    assert!(r.kdd(&["install"]).status.success());
+    assert!(r.read(".gitattributes").contains(".kdd-index/** -text"));
+    r.git(&["commit", "-q", "-a", "-m", "attributes"]);
+    let dir = r.dir.join("../crlf");
+    let out = dir.to_string_lossy().to_string();
+    let src = r.dir.to_string_lossy().to_string();
+    r.git(&["-c", "core.autocrlf=true", "clone", "-q", &src, &out]);
+    let c = r.at(dir);
+    c.git(&["config", "core.autocrlf", "true"]);
+    c.git(&["config", "user.name", "kdd test"]);
+    c.git(&["config", "user.email", "test@kdd.invalid"]);
+    assert!(c.kdd(&["install"]).status.success());
+    assert!(c
+        .read("specs/01-domain/entities/Pedido.md")
+        .contains("\r\n"));
+    c.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "crlf clone").replace('\n', "\r\n"),
+    );
+    c.git(&["commit", "-q", "-a", "-m", "edit"]);
+    assert_eq!(c.git(&["status", "--porcelain"]), "");
+    verify(&c, "HEAD");
 }
 
 #[test]

@@ -9,7 +9,12 @@ pub const LINES: &str = "\
 .kdd-index/** merge=kdd
 # kdd: generated files, collapsed in code review
 .kdd-index/** linguist-generated=true
+# kdd: artifacts are written byte for byte (no CRLF on an autocrlf checkout)
+.kdd-index/** -text
 ";
+
+/// The line of [`LINES`] that `kdd install` adds on its own to attributes written before it.
+pub const NO_EOL: &str = ".kdd-index/** -text";
 
 /// Arguments of `kdd gitattributes`.
 #[derive(Debug, Clone, clap::Args)]

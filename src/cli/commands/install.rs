@@ -7,7 +7,7 @@
 //!   overwriting it. When lefthook or husky owns the hooks (or with `--lefthook` / `--husky`)
 //!   kdd's hooks are added to their configuration instead ([`super::wiring`]).
 
-use crate::cli::commands::gitattributes::LINES;
+use crate::cli::commands::gitattributes::{LINES, NO_EOL};
 use crate::cli::{output, ExitStatus, GlobalArgs};
 use crate::config::Settings;
 use anyhow::Context;
@@ -87,6 +87,17 @@ pub fn install(settings: &Settings, args: &Args) -> anyhow::Result<Vec<String>> 
             "{}: already routes .kdd-index/ to kdd",
             attr_file.display()
         ));
+        // Attributes written before artifacts were marked `-text` (an autocrlf checkout wrote
+        // them CRLF, and every hook run then left them all modified).
+        if !existing.lines().any(|l| l.trim() == NO_EOL) {
+            let mut text = existing;
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!("{NO_EOL}\n"));
+            std::fs::write(&attr_file, text).with_context(|| attr_file.display().to_string())?;
+            done.push(format!("{}: added {NO_EOL}", attr_file.display()));
+        }
     } else {
         let mut text = existing;
         if !text.is_empty() && !text.ends_with('\n') {
