@@ -517,23 +517,30 @@ pub fn rebase_in_progress(dir: &Path) -> bool {
     }
 }
 
-/// True while a multi-commit cherry-pick or revert has commits left after the one being made:
-/// git's sequencer lists the current command and those after it in `sequencer/todo`. Moving
-/// `HEAD` then would break the sequence (git keeps its own staging area in memory between
-/// picks, and stops with "your local changes would be overwritten"), so the last commit of the
-/// sequence is the one healed.
-pub fn sequence_continues(dir: &Path) -> bool {
+/// How many commands git's sequencer lists in `sequencer/todo` for a multi-commit cherry-pick
+/// or revert: the current one and those after it (0 when none runs). Moving `HEAD` or staging
+/// behind the sequencer while more than one is listed breaks the sequence (git keeps its own
+/// staging area in memory between picks, and stops with "your local changes would be
+/// overwritten"), so the last commit of the sequence is the one healed.
+pub fn sequence_commands(dir: &Path) -> usize {
     let Ok(repo) = open(dir) else {
-        return false;
+        return 0;
     };
     let Ok(todo) = std::fs::read_to_string(repo.git_dir().join("sequencer").join("todo")) else {
-        return false;
+        return 0;
     };
-    let commands = todo
-        .lines()
+    todo.lines()
         .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-        .count();
-    commands > 1
+        .count()
+}
+
+/// The marker a pre-commit inside a sequence leaves for its post-commit (`git cherry-pick
+/// --continue` commits through a child `git commit`, which runs both hooks; git's own picks run
+/// only post-commit). `None` outside a repository.
+pub fn sequence_marker(dir: &Path) -> Option<std::path::PathBuf> {
+    open(dir)
+        .ok()
+        .map(|r| r.git_dir().join("kdd-sequence-commit"))
 }
 
 /// `git config --get key` in `dir` (`None` when unset).

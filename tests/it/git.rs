@@ -500,6 +500,39 @@ fn a_sequence_of_picks_or_reverts_applies_every_commit_and_heals_the_last() {
     assert_eq!(r.git(&["status", "--porcelain"]), "");
 }
 
+/// A sequence whose first pick conflicts: after the resolution, `git cherry-pick --continue`
+/// applies the rest (its child commit's pre-commit staged healed artifacts behind the
+/// sequencer, which then stopped with exit 128: red team, sixteenth round), and the last pick
+/// is healed.
+#[test]
+fn a_sequence_continues_after_a_resolved_conflict() {
+    let r = installed();
+    let (a, b) = (
+        "specs/01-domain/entities/Pedido.md",
+        "specs/01-domain/entities/Usuario.md",
+    );
+    r.git(&["checkout", "-q", "-b", "feat"]);
+    r.write(b, &entity("Usuario", "feat-b"));
+    r.git(&["commit", "-q", "-a", "-m", "f1"]);
+    r.write(a, &spec("Pedido", "entity", "feat-a", "b0", &["Usuario"]));
+    r.git(&["commit", "-q", "-a", "-m", "f2"]);
+    r.git(&["checkout", "-q", "main"]);
+    r.write(b, &entity("Usuario", "main-b"));
+    r.git(&["commit", "-q", "-a", "-m", "m1"]);
+    let o = r.git_out(&["cherry-pick", "feat~1", "feat"]);
+    assert!(!o.status.success(), "expected a conflict");
+    r.write(b, &entity("Usuario", "resolved-b"));
+    r.git(&["add", b]);
+    let o = r.git_out(&["cherry-pick", "--continue", "--no-edit"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(
+        r.read(a).contains("feat-a"),
+        "the second pick was not applied"
+    );
+    verify(&r, "HEAD");
+    assert_eq!(r.git(&["status", "--porcelain"]), "");
+}
+
 #[test]
 fn heal_commit_modes_follow_up_and_stage() {
     let p = "specs/01-domain/entities/Pedido.md";

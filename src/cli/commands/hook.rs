@@ -48,6 +48,16 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         return Ok(ExitStatus::Success);
     }
     let event = match args.name.as_str() {
+        // A commit `git cherry-pick --continue` makes inside a sequence: staging here, or
+        // amending in its post-commit, leaves git's in-memory staging area behind and stops the
+        // sequence (exit 128). It is left for a later commit to heal, and so told to
+        // post-commit.
+        "pre-commit" if crate::git::sequence_commands(&settings.repo_root) > 0 => {
+            if let Some(m) = crate::git::sequence_marker(&settings.repo_root) {
+                let _ = std::fs::write(m, b"");
+            }
+            return Ok(ExitStatus::Success);
+        }
         "pre-commit" => None,
         "post-merge" => Some("merge"),
         "post-rewrite" => Some("rewrite"),
@@ -55,8 +65,11 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         // of them at its last commit). Ordinary commits were indexed by pre-commit, so this is
         // the fast no-op path.
         "post-commit" => {
-            if crate::git::rebase_in_progress(&settings.repo_root)
-                || crate::git::sequence_continues(&settings.repo_root)
+            let marker = crate::git::sequence_marker(&settings.repo_root);
+            let continued = marker.is_some_and(|m| std::fs::remove_file(m).is_ok());
+            if continued
+                || crate::git::rebase_in_progress(&settings.repo_root)
+                || crate::git::sequence_commands(&settings.repo_root) > 1
             {
                 return Ok(ExitStatus::Success);
             }
