@@ -61,6 +61,46 @@ fn quote(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
 }
 
+/// Route `.kdd-index/**` to the driver in `attr_file` (and mark it `-text`), once.
+fn route_attributes(attr_file: &Path, done: &mut Vec<String>) -> anyhow::Result<()> {
+    let existing = std::fs::read_to_string(attr_file).unwrap_or_default();
+    if existing
+        .lines()
+        .any(|l| l.trim() == ".kdd-index/** merge=kdd")
+    {
+        done.push(format!(
+            "{}: already routes .kdd-index/ to kdd",
+            attr_file.display()
+        ));
+        // Attributes written before artifacts were marked `-text` (an autocrlf checkout wrote
+        // them CRLF, and every hook run then left them all modified).
+        if !existing.lines().any(|l| l.trim() == NO_EOL) {
+            let mut text = existing;
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!("{NO_EOL}\n"));
+            std::fs::write(attr_file, text).with_context(|| attr_file.display().to_string())?;
+            done.push(format!("{}: added {NO_EOL}", attr_file.display()));
+        }
+    } else {
+        let mut text = existing;
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(LINES);
+        if let Some(parent) = attr_file.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(attr_file, text).with_context(|| attr_file.display().to_string())?;
+        done.push(format!(
+            "{}: added .kdd-index/** merge=kdd",
+            attr_file.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Install everything; returns what was done, one line each.
 pub fn install(settings: &Settings, args: &Args) -> anyhow::Result<Vec<String>> {
     let mut done = Vec::new();
@@ -78,41 +118,7 @@ pub fn install(settings: &Settings, args: &Args) -> anyhow::Result<Vec<String>> 
     } else {
         settings.repo_root.join(".gitattributes")
     };
-    let existing = std::fs::read_to_string(&attr_file).unwrap_or_default();
-    if existing
-        .lines()
-        .any(|l| l.trim() == ".kdd-index/** merge=kdd")
-    {
-        done.push(format!(
-            "{}: already routes .kdd-index/ to kdd",
-            attr_file.display()
-        ));
-        // Attributes written before artifacts were marked `-text` (an autocrlf checkout wrote
-        // them CRLF, and every hook run then left them all modified).
-        if !existing.lines().any(|l| l.trim() == NO_EOL) {
-            let mut text = existing;
-            if !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text.push_str(&format!("{NO_EOL}\n"));
-            std::fs::write(&attr_file, text).with_context(|| attr_file.display().to_string())?;
-            done.push(format!("{}: added {NO_EOL}", attr_file.display()));
-        }
-    } else {
-        let mut text = existing;
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(LINES);
-        if let Some(parent) = attr_file.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(&attr_file, text).with_context(|| attr_file.display().to_string())?;
-        done.push(format!(
-            "{}: added .kdd-index/** merge=kdd",
-            attr_file.display()
-        ));
-    }
+    route_attributes(&attr_file, &mut done)?;
     if args.no_hooks || settings.bare {
         return Ok(done);
     }
