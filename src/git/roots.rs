@@ -168,19 +168,20 @@ impl LeftOut {
 
     /// How many left-out entries lie under (or cover) one of `roots`.
     pub fn under(&self, roots: &Roots) -> usize {
-        let all: Vec<&str> = std::iter::once(roots.specs.as_str())
-            .chain(roots.docs.iter().map(String::as_str))
-            .collect();
-        let covers = |path: &str, root: &str| {
-            let dir = path.trim_end_matches('/');
+        self.0.iter().filter(|p| touches_roots(p, roots)).count()
+    }
+}
+
+/// True when the staged `path` (a file, or a sparse-index folder ending with `/`) lies under one
+/// of `roots` or holds one of them.
+pub fn touches_roots(path: &str, roots: &Roots) -> bool {
+    let dir = path.trim_end_matches('/');
+    std::iter::once(roots.specs.as_str())
+        .chain(roots.docs.iter().map(String::as_str))
+        .any(|root| {
             root.is_empty()
                 || dir == root
-                || path.starts_with(&format!("{root}/"))
+                || dir.starts_with(&format!("{root}/"))
                 || root.starts_with(&format!("{dir}/"))
-        };
-        self.0
-            .iter()
-            .filter(|p| all.iter().any(|r| covers(p, r)))
-            .count()
-    }
+        })
 }

@@ -63,28 +63,15 @@ fn refuse_a_sparse_index(
     index: &gix::index::File,
     roots: &crate::roots::Roots,
 ) -> Result<(), Error> {
-    let all: Vec<&str> = std::iter::once(roots.specs.as_str())
-        .chain(roots.docs.iter().map(String::as_str))
-        .collect();
-    for e in index.entries() {
-        if e.mode != gix::index::entry::Mode::DIR {
-            continue;
-        }
-        let folder = e.path(index).to_string();
-        let dir = folder.trim_end_matches('/');
-        let covers = |root: &str| {
-            root.is_empty()
-                || dir == root
-                || dir.starts_with(&format!("{root}/"))
-                || root.starts_with(&format!("{dir}/"))
-        };
-        if all.iter().any(|r| covers(r)) {
-            return Err(Error::SparseIndex {
-                folder: dir.to_string(),
-            });
-        }
+    let folded = index.entries().iter().find_map(|e| {
+        let path = e.path(index).to_string();
+        (e.mode == gix::index::entry::Mode::DIR && git::roots::touches_roots(&path, roots))
+            .then(|| path.trim_end_matches('/').to_string())
+    });
+    match folded {
+        Some(folder) => Err(Error::SparseIndex { folder }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Refuse a pass that finds no staged spec (`specs` and `conflicted` empty) while `arts`, the
