@@ -56,7 +56,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     super::refuse_a_sparse_index(&index, &settings.roots())?;
     let staged = Staged::read(&repo, &index, settings)?;
     let no_spec = staged.specs.is_empty() && staged.conflicted_specs.is_empty();
-    super::refuse_an_empty_root(&settings.specs_root, no_spec, staged.arts.keys())?;
+    super::refuse_an_empty_root(&repo, &index, settings, no_spec, staged.arts.keys())?;
     let mut report = staged.report();
     let mut state = State::load(settings);
     let mut claims = Claims::check(&staged, &state);

@@ -57,6 +57,14 @@ pub enum Error {
     SparseIndex { folder: String },
 }
 
+impl Error {
+    /// A pass refused on purpose ([`Error::EmptyRoot`], [`Error::SparseIndex`]): the message
+    /// names what to do, and `kdd resolve` would refuse the same way.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Error::EmptyRoot { .. } | Error::SparseIndex { .. })
+    }
+}
+
 /// Refuse a pass over a sparse index with a folded folder under (or over) one of `roots`: see
 /// [`Error::SparseIndex`].
 fn refuse_a_sparse_index(
@@ -75,21 +83,44 @@ fn refuse_a_sparse_index(
 }
 
 /// Refuse a pass that finds no staged spec (`specs` and `conflicted` empty) while `arts`, the
-/// staged `.kdd-index/` paths, hold nodes: see [`Error::EmptyRoot`].
+/// staged `.kdd-index/` paths, hold nodes: see [`Error::EmptyRoot`]. A commit that deletes the
+/// specs (`git rm -r specs`) is not refused: see [`specs_deleted`].
 fn refuse_an_empty_root<'a>(
-    root: &str,
+    repo: &gix::Repository,
+    index: &gix::index::File,
+    settings: &Settings,
     no_spec: bool,
     arts: impl Iterator<Item = &'a String>,
 ) -> Result<(), Error> {
+    let root = &settings.specs_root;
     let prefix = format!("{INDEX_DIR}/nodes/");
     let nodes = arts.filter(|p| p.starts_with(&prefix)).count();
-    if no_spec && nodes > 0 {
+    if no_spec && nodes > 0 && !specs_deleted(repo, index, root)? {
         return Err(Error::EmptyRoot {
             root: root.to_string(),
             nodes,
         });
     }
     Ok(())
+}
+
+/// True when `HEAD` holds files under `root` and no blob of theirs is staged anywhere: this
+/// commit deletes the specs, and their artifacts go with them. A folder moved elsewhere keeps
+/// its blobs under other paths, and a root that never held files is a wrong root: both are
+/// refused.
+fn specs_deleted(
+    repo: &gix::Repository,
+    index: &gix::index::File,
+    root: &str,
+) -> Result<bool, Error> {
+    let head = git::tree_entries(repo, "HEAD", root)?;
+    if head.is_empty() {
+        return Ok(false);
+    }
+    let ids: std::collections::HashSet<_> = head.values().collect();
+    Ok(!git::index_entries(index, "")
+        .values()
+        .any(|id| ids.contains(id)))
 }
 
 /// What a heal pass did.

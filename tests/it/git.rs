@@ -607,6 +607,34 @@ fn a_clone_without_the_specs_setting_keeps_the_committed_root() {
     assert_eq!(nodes(&c), 2, "the index was emptied");
 }
 
+/// `git rm -r specs` deletes the specs on purpose: the commit removes their artifacts (the
+/// hook refused it, twice, and advised `kdd resolve`, which refused too: red team, sixteenth
+/// round), while a moved folder is still refused above.
+#[test]
+fn deleting_every_spec_removes_their_artifacts() {
+    let r = Repo::new();
+    assert!(r.kdd(&["install"]).status.success());
+    r.write(
+        "specs/01-domain/entities/Pedido.md",
+        &spec("Pedido", "entity", "a0", "b0", &["Usuario"]),
+    );
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "a0"),
+    );
+    r.git(&["add", "."]);
+    r.git(&["commit", "-q", "-m", "init"]);
+    r.git(&["rm", "-r", "-q", "specs"]);
+    let o = r.git_out(&["commit", "-q", "-m", "delete"]);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("no staged spec under"), "{err}");
+    let left = r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index/nodes"]);
+    assert_eq!(left, "", "artifacts of deleted specs were kept");
+    let o = r.kdd(&["verify"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+}
+
 /// A checkout that writes specs with CRLF (`eol=crlf`, like `core.autocrlf`) over LF blobs:
 /// the hook hashes the blob and `kdd index` / `status` / `query` the work tree, and they agree
 /// (every spec was reported stale, and `kdd index` rewrote every node: red team, sixteenth
@@ -692,6 +720,11 @@ fn a_sparse_checkout_never_drops_the_specs_it_leaves_out() {
     assert_eq!(nodes(&r), 3);
     let o = r.kdd(&["verify"]);
     assert!(o.status.success(), "{:?}", text(&o));
+    // The whole specs folder left out: named as a sparse checkout, not as a missing folder.
+    r.git(&["sparse-checkout", "set", ".kdd-index"]);
+    let (_, err) = text(&r.kdd(&["index"]));
+    assert!(err.contains("sparse checkout"), "{err}");
+    assert!(!err.contains("not found"), "{err}");
 }
 
 /// A cone sparse checkout with a sparse index folds the folders it leaves out into one entry:

@@ -118,13 +118,25 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
                 None => {}
             }
         }
-        Err(e) => output::warn(&format!(
-            "kdd-hook {}: {e}; .kdd-index/ was not updated and the git operation goes ahead \
-             (`kdd status` shows what is stale, `kdd resolve` repairs it)",
-            args.name
-        )),
+        Err(e) => warn_failure(&args.name, &e),
     }
     Ok(ExitStatus::Success)
+}
+
+/// A pass that failed: the commit goes ahead, and the warning says what to do. A refusal names
+/// its own way out, and post-commit's second pass would repeat it: it is said once.
+fn warn_failure(name: &str, e: &hook::Error) {
+    if e.is_refusal() && name == "post-commit" {
+        return;
+    }
+    let advice = if e.is_refusal() {
+        ""
+    } else {
+        " (`kdd status` shows what is stale, `kdd resolve` repairs it)"
+    };
+    output::warn(&format!(
+        "kdd-hook {name}: {e}; .kdd-index/ was not updated and the git operation goes ahead{advice}"
+    ));
 }
 
 /// `post-receive`: refresh the served mirrors of the pushed refs.

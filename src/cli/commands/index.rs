@@ -45,9 +45,10 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             output::info(&format!("kdd: indexing {done}/{total} files"));
         }
     };
-    // Fail fast on a missing specs root, before loading any model.
-    let (files, diags) = crate::index::list_specs(&settings)?;
+    // Fail fast on a missing specs root, before loading any model; a root left out of a sparse
+    // checkout is named as such, not as missing.
     refuse_a_sparse_checkout(&settings)?;
+    let (files, diags) = crate::index::list_specs(&settings)?;
     refuse_a_wrong_root(&settings, files.is_empty() && diags.is_empty())?;
     // L2 when the embedding runtime + model are available, else L1 with a warning (embed owns this).
     let level = crate::index::l2::for_index();
