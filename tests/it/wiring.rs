@@ -6,15 +6,36 @@
 use crate::repo::{text, Repo};
 
 fn doctor_hook(r: &Repo) -> serde_json::Value {
+    doctor_check(r, "pre-commit-hook")
+}
+
+fn doctor_check(r: &Repo, name: &str) -> serde_json::Value {
     let o = r.kdd(&["doctor", "--no-load", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor --json");
     v["checks"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["name"] == "pre-commit-hook")
+        .find(|c| c["name"] == name)
         .cloned()
-        .expect("pre-commit-hook check")
+        .unwrap_or_else(|| panic!("no {name} check in {v}"))
+}
+
+/// Every hook kdd installs is checked, not only pre-commit: a missing `post-merge` leaves
+/// merges unhealed, and `kdd doctor` said ok (red team, sixteenth round).
+#[test]
+fn doctor_checks_and_repairs_every_hook() {
+    let r = Repo::new();
+    assert!(r.kdd(&["install"]).status.success());
+    assert_eq!(doctor_check(&r, "hooks")["status"], "ok");
+    std::fs::remove_file(r.dir.join(".git/hooks/post-merge")).unwrap();
+    let c = doctor_check(&r, "hooks");
+    assert_eq!(c["status"], "warn", "{c}");
+    assert!(c["message"].as_str().unwrap().contains("post-merge"), "{c}");
+    let (_, err) = text(&r.kdd(&["doctor", "--no-load", "--fix"]));
+    assert!(err.contains("repaired hooks"), "{err}");
+    assert!(r.exists(".git/hooks/post-merge"));
+    assert_eq!(doctor_check(&r, "hooks")["status"], "ok");
 }
 
 const SPEC: &str = "---\nid: Pedido\nkind: entity\n---\n# Pedido\n\nUn pedido.\n";
@@ -99,6 +120,8 @@ fn commit_spec_and_check(r: &Repo) {
         "{files}"
     );
     assert_eq!(doctor_hook(r)["status"], "ok", "{}", doctor_hook(r));
+    let c = doctor_check(r, "hooks");
+    assert_eq!(c["status"], "ok", "{c}");
     let o = r.kdd(&["verify"]);
     assert!(o.status.success(), "{:?}", text(&o));
 }

@@ -5,8 +5,8 @@
 //! Hooks reach `kdd-hook` three ways, and [`checks`] recognises each:
 //! - plain git: kdd's shim in the hooks directory (`core.hooksPath` or `.git/hooks`);
 //! - lefthook: git's hook calls lefthook, and the lefthook configuration (its main file or a file
-//!   it `extends`) runs `kdd-hook pre-commit`;
-//! - husky (v9: `core.hooksPath = .husky/_`; v8: `.husky`): `.husky/pre-commit` runs `kdd-hook`.
+//!   it `extends`) runs `kdd-hook <hook>`;
+//! - husky (v9: `core.hooksPath = .husky/_`; v8: `.husky`): `.husky/<hook>` runs `kdd-hook`.
 //!
 //! The snippets are compiled into the binary (`hooks/lefthook.yml`, [`husky_line`]), so nothing
 //! points at files only a source checkout has. Invariants: installs are idempotent; a file of
@@ -39,7 +39,7 @@ pub fn husky_line(hook: &str) -> String {
 /// A git-integration check for `kdd doctor`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Check {
-    /// `merge-driver`, `gitattributes`, `pre-commit-hook` or `index-conflicts`.
+    /// `merge-driver`, `gitattributes`, `pre-commit-hook`, `hooks` or `index-conflicts`.
     pub name: String,
     pub ok: bool,
     /// What was found, and what to run when not ok.
@@ -167,14 +167,15 @@ fn lefthook_runs(dir: &Path, config: &Path, hook: &str) -> bool {
             .any(|t| t.contains(&needle))
 }
 
-/// How `pre-commit` reaches `kdd-hook`: `Ok(how)` or `Err(what is missing and what to run)`.
-pub fn pre_commit_wiring(settings: &Settings) -> Result<String, String> {
-    let script = crate::hook::installed_hook_path(settings, "pre-commit")
+/// How `hook` (one of [`super::install::HOOKS`]) reaches `kdd-hook`: `Ok(how)` or `Err(what
+/// is missing and what to run)`.
+pub fn hook_wiring(settings: &Settings, hook: &str) -> Result<String, String> {
+    let script = crate::hook::installed_hook_path(settings, hook)
         .and_then(|p| std::fs::read_to_string(p).ok())
         .unwrap_or_default();
     match manager(settings) {
         Manager::Husky(dir) => {
-            let file = dir.join("pre-commit");
+            let file = dir.join(hook);
             let runs = user_file(&file).is_ok_and(|t| t.is_some_and(|t| t.contains("kdd-hook")));
             if runs {
                 Ok(format!("husky: {} runs kdd-hook", file.display()))
@@ -186,28 +187,49 @@ pub fn pre_commit_wiring(settings: &Settings) -> Result<String, String> {
             }
         }
         Manager::Lefthook(config) if !script.contains("kdd-hook") => {
-            let runs = lefthook_runs(&settings.repo_root, &config, "pre-commit");
+            let runs = lefthook_runs(&settings.repo_root, &config, hook);
             let called = script.contains("lefthook");
             match (runs, called) {
                 (true, true) => Ok(format!("lefthook: {} runs kdd-hook", config.display())),
                 (true, false) => Err(format!(
-                    "{} runs kdd-hook but git's pre-commit hook does not call lefthook; run \
+                    "{} runs kdd-hook but git's {hook} hook does not call lefthook; run \
                      `lefthook install`",
                     config.display()
                 )),
                 (false, _) => Err(format!(
-                    "lefthook manages hooks but {} does not run kdd-hook; run `kdd install \
-                     --lefthook`",
+                    "lefthook manages hooks but {} does not run `kdd-hook {hook}`; run `kdd \
+                     install --lefthook` (a configuration that already runs kdd's pre-commit \
+                     needs the {hook} entry of kdd's lefthook snippet by hand)",
                     config.display()
                 )),
             }
         }
-        _ if script.contains("kdd-hook") => Ok("pre-commit runs kdd-hook".into()),
-        _ => Err(
-            "no pre-commit hook runs kdd-hook; run `kdd install` (`--lefthook` or \
-                  `--husky` when a hook manager owns the hooks)"
-                .into(),
-        ),
+        _ if script.contains("kdd-hook") => Ok(format!("{hook} runs kdd-hook")),
+        _ => Err(format!(
+            "no {hook} hook runs kdd-hook; run `kdd install` (`--lefthook` or `--husky` when a \
+             hook manager owns the hooks)"
+        )),
+    }
+}
+
+/// The `hooks` check: every hook after `pre-commit` ([`super::install::HOOKS`]) reaches
+/// `kdd-hook`. Without them merges, checkouts, rebases and amends are not healed.
+fn other_hooks(settings: &Settings) -> Check {
+    let missing: Vec<String> = super::install::HOOKS[1..]
+        .iter()
+        .filter_map(|h| hook_wiring(settings, h).err())
+        .collect();
+    Check {
+        name: "hooks".into(),
+        ok: missing.is_empty(),
+        message: if missing.is_empty() {
+            format!("{} run kdd-hook", super::install::HOOKS[1..].join(", "))
+        } else {
+            format!(
+                "merges, checkouts and rewrites are not healed: {}",
+                missing.join("; ")
+            )
+        },
     }
 }
 
@@ -244,12 +266,17 @@ pub fn checks(settings: &Settings) -> Vec<Check> {
     if settings.bare {
         return checks;
     }
-    let wiring = pre_commit_wiring(settings);
+    let wiring = hook_wiring(settings, "pre-commit");
+    let pre_commit = wiring.is_ok();
     checks.push(Check {
         name: "pre-commit-hook".into(),
-        ok: wiring.is_ok(),
+        ok: pre_commit,
         message: wiring.unwrap_or_else(|e| e),
     });
+    // Without kdd's pre-commit the other hooks are missing too: one failure says it.
+    if pre_commit {
+        checks.push(other_hooks(settings));
+    }
     let markers = crate::hook::conflict_marker_files(&settings.index_dir);
     checks.push(Check {
         name: "index-conflicts".into(),
