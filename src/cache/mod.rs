@@ -65,7 +65,7 @@ pub const CACHE_VERSION: u32 = 12;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// No `.kdd-index/manifest.json` (INDEX_UNAVAILABLE).
-    #[error("no index available for querying at {0} (run `kdd index` first; an index committed but not checked out, as in a `--no-checkout` clone, answers with `--ref HEAD`)")]
+    #[error("no index available for querying at {0} (run `kdd index` first; an index committed but not checked out, as in a `--no-checkout` clone or a sparse checkout that leaves `.kdd-index/` out, answers with `--ref HEAD`)")]
     IndexUnavailable(PathBuf),
     #[error("{path}: {source}")]
     Io {

@@ -29,6 +29,7 @@ use crate::artifact::{remove_artifacts, ArtifactPaths, INDEX_DIR};
 use crate::config::Settings;
 use crate::git;
 use crate::spec::{Diagnostic, Node};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Errors of a heal pass. The hook reports them and lets the commit through.
@@ -95,7 +96,7 @@ fn refuse_an_empty_root<'a>(
     let root = &settings.specs_root;
     let prefix = format!("{INDEX_DIR}/nodes/");
     let nodes = arts.filter(|p| p.starts_with(&prefix)).count();
-    if no_spec && nodes > 0 && !specs_deleted(repo, index, root)? {
+    if no_spec && nodes > 0 && !specs_deleted(repo, index, settings)? {
         return Err(Error::EmptyRoot {
             root: root.to_string(),
             nodes,
@@ -104,23 +105,60 @@ fn refuse_an_empty_root<'a>(
     Ok(())
 }
 
-/// True when `HEAD` holds files under `root` and no blob of theirs is staged anywhere: this
-/// commit deletes the specs, and their artifacts go with them. A folder moved elsewhere keeps
-/// its blobs under other paths, and a root that never held files is a wrong root: both are
-/// refused.
+/// True when this commit deletes the specs, and their artifacts go with them: the committed
+/// index was built from this root (`HEAD`'s manifest names it), `HEAD` holds spec files under
+/// it, and at most half of them are staged elsewhere, by their bytes or by their folder and
+/// name. A folder moved elsewhere (even with every file edited), a root the index was not built
+/// from (a clone without the setting whose default folder holds something else), and a root
+/// that never held specs are refused.
 fn specs_deleted(
     repo: &gix::Repository,
     index: &gix::index::File,
-    root: &str,
+    settings: &Settings,
 ) -> Result<bool, Error> {
-    let head = git::tree_entries(repo, "HEAD", root)?;
-    if head.is_empty() {
+    let root = &settings.specs_root;
+    let built_from = git::head_blob(repo, &format!("{INDEX_DIR}/manifest.json"))
+        .and_then(|id| git::read_blob_within(repo, id, 1 << 20).ok().flatten())
+        .and_then(|b| serde_json::from_slice::<crate::artifact::Manifest>(&b).ok())
+        .and_then(|m| crate::paths::normalize_rel(&m.specs_root));
+    if built_from.as_ref() != Some(root) {
         return Ok(false);
     }
-    let ids: std::collections::HashSet<_> = head.values().collect();
-    Ok(!git::index_entries(index, "")
-        .values()
-        .any(|id| ids.contains(id)))
+    let head: Vec<(String, gix::ObjectId)> = git::tree_entries(repo, "HEAD", root)?
+        .into_iter()
+        .filter(|(p, _)| crate::source::is_spec_path(p, root))
+        .collect();
+    // A moved spec keeps its folder and name (`entities/Pedido.md`); one at the top of the
+    // root keeps its name.
+    let tail = |p: &str| {
+        let below = p[root.len()..].trim_start_matches('/');
+        let cut = below.rmatch_indices('/').nth(1).map_or(0, |(i, _)| i + 1);
+        below[cut..].to_string()
+    };
+    let ids: HashMap<gix::ObjectId, usize> = head
+        .iter()
+        .enumerate()
+        .map(|(i, (_, id))| (*id, i))
+        .collect();
+    let tails: HashMap<String, usize> = head
+        .iter()
+        .enumerate()
+        .map(|(i, (p, _))| (tail(p), i))
+        .collect();
+    let mut found: HashSet<usize> = HashSet::new();
+    for (path, id) in git::index_entries(index, "") {
+        found.extend(ids.get(&id).copied());
+        let suffixes = path
+            .rmatch_indices('/')
+            .take(2)
+            .map(|(i, _)| &path[i + 1..]);
+        found.extend(
+            std::iter::once(path.as_str())
+                .chain(suffixes)
+                .filter_map(|t| tails.get(t).copied()),
+        );
+    }
+    Ok(!head.is_empty() && found.len() * 2 <= head.len())
 }
 
 /// What a heal pass did.

@@ -87,7 +87,7 @@ impl From<crate::cache::Error> for Error {
     fn from(e: crate::cache::Error) -> Error {
         match e {
             crate::cache::Error::IndexUnavailable(p) => Error::IndexUnavailable(format!(
-                "no index available for querying at {} (run `kdd index` first; an index committed but not checked out, as in a `--no-checkout` clone, answers with `--ref HEAD`)",
+                "no index available for querying at {} (run `kdd index` first; an index committed but not checked out, as in a `--no-checkout` clone or a sparse checkout that leaves `.kdd-index/` out, answers with `--ref HEAD`)",
                 p.display()
             )),
             other => Error::Cache(other),

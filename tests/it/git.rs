@@ -633,6 +633,37 @@ fn deleting_every_spec_removes_their_artifacts() {
     assert_eq!(left, "", "artifacts of deleted specs were kept");
     let o = r.kdd(&["verify"]);
     assert!(o.status.success(), "{:?}", text(&o));
+    // A folder moved and every file edited is still a move, and the refusal is said once,
+    // by pre-commit, also on an amend (post-rewrite said it again).
+    let r = Repo::new();
+    assert!(r.kdd(&["install"]).status.success());
+    for n in ["Pedido", "Usuario"] {
+        r.write(
+            &format!("specs/01-domain/entities/{n}.md"),
+            &entity(n, "a0"),
+        );
+    }
+    r.write("specs/_kdd.yaml", "kdd_version: \"2.0\"\n");
+    r.git(&["add", "."]);
+    r.git(&["commit", "-q", "-m", "init"]);
+    r.git(&["mv", "specs/01-domain", "docs"]);
+    for n in ["Pedido", "Usuario"] {
+        r.write(&format!("docs/entities/{n}.md"), &entity(n, "edited"));
+    }
+    r.git(&["add", "-A"]);
+    let (_, err) = text(&r.git_out(&["commit", "-q", "-m", "move"]));
+    assert_eq!(err.matches("no staged spec under").count(), 1, "{err}");
+    let (_, err) = text(&r.git_out(&["commit", "-q", "--amend", "--no-edit"]));
+    assert_eq!(err.matches("no staged spec under").count(), 1, "{err}");
+    let left = r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index/nodes"]);
+    assert_eq!(left.lines().count(), 2, "a moved folder emptied the index");
+    // Deleting every spec but the folder's settings file is a deletion.
+    r.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    r.git(&["rm", "-r", "-q", "specs/01-domain"]);
+    let (_, err) = text(&r.git_out(&["commit", "-q", "-m", "delete"]));
+    assert!(!err.contains("no staged spec under"), "{err}");
+    let left = r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index/nodes"]);
+    assert_eq!(left, "", "{err}");
 }
 
 /// A checkout that writes specs with CRLF (`eol=crlf`, like `core.autocrlf`) over LF blobs:
@@ -725,6 +756,12 @@ fn a_sparse_checkout_never_drops_the_specs_it_leaves_out() {
     let (_, err) = text(&r.kdd(&["index"]));
     assert!(err.contains("sparse checkout"), "{err}");
     assert!(!err.contains("not found"), "{err}");
+    // `.kdd-index/` itself left out: status names the sparse checkout, not `kdd index`.
+    r.git(&["sparse-checkout", "set", "specs"]);
+    let (_, err) = text(&r.kdd(&["status"]));
+    assert!(err.contains("left out of this sparse checkout"), "{err}");
+    let (_, err) = text(&r.kdd(&["query", "Pedido"]));
+    assert!(err.contains("sparse checkout"), "{err}");
 }
 
 /// A cone sparse checkout with a sparse index folds the folders it leaves out into one entry:

@@ -21,6 +21,62 @@ fn doctor_check(r: &Repo, name: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no {name} check in {v}"))
 }
 
+/// A hook git ignores is not wired: one that lost its executable bit, or husky 9's wrappers
+/// gone from `.husky/_` (`git clean -xfd`, a new worktree). Doctor said ok for both, and
+/// `--fix` left the bit off (red team, seventeenth round).
+#[test]
+fn doctor_sees_the_hooks_git_ignores() {
+    let r = Repo::new();
+    assert!(r.kdd(&["install"]).status.success());
+    let hook = r.dir.join(".git/hooks/pre-commit");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let c = doctor_hook(&r);
+    assert_eq!(c["status"], "warn", "{c}");
+    assert!(
+        c["message"].as_str().unwrap().contains("not executable"),
+        "{c}"
+    );
+    let _ = r.kdd(&["doctor", "--no-load", "--fix"]);
+    assert_eq!(doctor_hook(&r)["status"], "ok");
+    // husky 9 whose wrapper folder is gone: git runs nothing.
+    let r = Repo::new();
+    r.git(&["config", "core.hooksPath", ".husky/_"]);
+    assert!(r.kdd(&["install"]).status.success());
+    let c = doctor_hook(&r);
+    assert_eq!(c["status"], "warn", "{c}");
+    assert!(c["message"].as_str().unwrap().contains("npx husky"), "{c}");
+}
+
+/// A `core.hooksPath` outside the repository serves other repositories too: `kdd install`
+/// writes nothing there and says how to wire it, and a kdd hook reaching a repository that
+/// does not use kdd does nothing (`doctor --fix` wrote the shims into a global hooks folder,
+/// and an unrelated repository's commit then held `.kdd-index/`: red team, seventeenth round).
+#[test]
+fn a_shared_hooks_folder_is_never_written_nor_indexes_other_repositories() {
+    let r = Repo::new();
+    let shared = r.tmp.path().join("shared-hooks");
+    std::fs::create_dir_all(&shared).unwrap();
+    r.git(&["config", "core.hooksPath", shared.to_str().unwrap()]);
+    let o = r.kdd(&["install"]);
+    assert!(!o.status.success(), "{:?}", text(&o));
+    assert!(text(&o).1.contains("outside it"), "{:?}", text(&o));
+    assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 0);
+    // The user wires the shared folder by hand: a repository without kdd stays untouched.
+    let other = Repo::new();
+    other.write("specs/01-domain/entities/Pedido.md", SPEC);
+    other.git(&["add", "."]);
+    let o = crate::repo::command("kdd-hook", &other.dir)
+        .arg("pre-commit")
+        .output()
+        .expect("kdd-hook");
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(
+        !other.exists(".kdd-index"),
+        "a repository without kdd was indexed"
+    );
+}
+
 /// Every hook kdd installs is checked, not only pre-commit: a missing `post-merge` leaves
 /// merges unhealed, and `kdd doctor` said ok (red team, sixteenth round).
 #[test]
@@ -81,6 +137,22 @@ fn husky_files_get_one_line_each() {
     let r = Repo::new();
     r.write(".husky/pre-commit", "npm test\n");
     r.git(&["config", "core.hooksPath", ".husky/_"]);
+    // husky's own wrappers, as `npx husky` writes them: git runs these.
+    for hook in [
+        "pre-commit",
+        "post-commit",
+        "post-merge",
+        "post-checkout",
+        "post-rewrite",
+    ] {
+        let p = r.dir.join(".husky/_").join(hook);
+        r.write(
+            &format!(".husky/_/{hook}"),
+            "#!/usr/bin/env sh\n. \"$(dirname \"$0\")/h\"\n",
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let o = r.kdd(&["install"]);
     assert!(o.status.success(), "{:?}", text(&o));
     let pre = r.read(".husky/pre-commit");

@@ -44,7 +44,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         post_receive(&settings)?;
         return Ok(ExitStatus::Success);
     }
-    if settings.bare {
+    if settings.bare || !uses_kdd(&settings) {
         return Ok(ExitStatus::Success);
     }
     let event = match args.name.as_str() {
@@ -118,15 +118,25 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
                 None => {}
             }
         }
-        Err(e) => warn_failure(&args.name, &e),
+        Err(e) => warn_failure(args, &e),
     }
     Ok(ExitStatus::Success)
 }
 
+/// A repository uses kdd when it holds `.kdd-index/` or `kdd install` configured its merge
+/// driver. A hook reaching any other (a `core.hooksPath` shared by every repository) does
+/// nothing: it never writes an index nobody asked for.
+fn uses_kdd(settings: &crate::config::Settings) -> bool {
+    settings.index_dir.exists()
+        || crate::git::config_get(&settings.repo_root, "merge.kdd.driver").is_some()
+}
+
 /// A pass that failed: the commit goes ahead, and the warning says what to do. A refusal names
 /// its own way out, and post-commit's second pass would repeat it: it is said once.
-fn warn_failure(name: &str, e: &hook::Error) {
-    if e.is_refusal() && name == "post-commit" {
+fn warn_failure(args: &Args, e: &hook::Error) {
+    let name = &args.name;
+    let amend = args.args.first().map(String::as_str) == Some("amend");
+    if e.is_refusal() && (name == "post-commit" || (name == "post-rewrite" && amend)) {
         return;
     }
     let advice = if e.is_refusal() {

@@ -133,6 +133,7 @@ pub fn install(settings: &Settings, args: &Args) -> anyhow::Result<Vec<String>> 
         return Ok(done);
     }
     let hooks_dir = crate::hook::hooks_dir(settings);
+    refuse_a_shared_hooks_dir(settings, &hooks_dir)?;
     std::fs::create_dir_all(&hooks_dir)?;
     let bin = sibling("kdd-hook").unwrap_or_else(|| PathBuf::from("kdd-hook"));
     let shim = SHIM.replace(
@@ -144,6 +145,8 @@ pub fn install(settings: &Settings, args: &Args) -> anyhow::Result<Vec<String>> 
         let current = std::fs::read_to_string(&p).ok();
         match current {
             Some(c) if c == shim => {
+                // A shim git ignores (not executable) is not up to date.
+                make_executable(&p)?;
                 done.push(format!("{}: up to date", p.display()));
                 continue;
             }
@@ -173,13 +176,37 @@ pub fn install(settings: &Settings, args: &Args) -> anyhow::Result<Vec<String>> 
     Ok(done)
 }
 
+/// A hooks directory outside the repository (`core.hooksPath`, often set globally) serves
+/// other repositories too: kdd's hooks written there would index every one of them. Nothing is
+/// written; the user wires it by hand or gives this repository its own hooks.
+fn refuse_a_shared_hooks_dir(settings: &Settings, hooks_dir: &Path) -> anyhow::Result<()> {
+    let inside = |root: &Path| {
+        let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        let dir = hooks_dir
+            .canonicalize()
+            .unwrap_or_else(|_| hooks_dir.to_path_buf());
+        dir.starts_with(root)
+    };
+    if inside(&settings.repo_root) || inside(&settings.git_common_dir) {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "git runs this repository's hooks from {} (core.hooksPath), outside it: kdd does not \
+         write there, as every repository using that folder would run kdd's hooks; add \
+         `kdd-hook <hook> \"$@\"` to its {} hooks yourself, or give this repository its own \
+         (`git config --local core.hooksPath .git/hooks`) and run `kdd install` again",
+        hooks_dir.display(),
+        HOOKS.join(", ")
+    )
+}
+
 #[cfg(unix)]
-fn make_executable(p: &Path) -> std::io::Result<()> {
+pub fn make_executable(p: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
 }
 
 #[cfg(not(unix))]
-fn make_executable(_p: &Path) -> std::io::Result<()> {
+pub fn make_executable(_p: &Path) -> std::io::Result<()> {
     Ok(())
 }

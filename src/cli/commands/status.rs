@@ -68,6 +68,17 @@ pub struct ViolationRow {
 pub fn report(settings: &crate::config::Settings) -> anyhow::Result<Report> {
     let manifest = settings.index_dir.join("manifest.json");
     let nodes_dir = settings.index_dir.join("nodes");
+    let manifest_rel = format!("{}/manifest.json", crate::artifact::INDEX_DIR);
+    if !manifest.exists()
+        && crate::git::roots::LeftOut::read(&settings.repo_root).holds(&manifest_rel)
+    {
+        anyhow::bail!(
+            "{}: left out of this sparse checkout; `git sparse-checkout add {}` brings it back, \
+             or read the committed index with `--ref HEAD`",
+            settings.index_dir.display(),
+            crate::artifact::INDEX_DIR
+        );
+    }
     if !manifest.exists() && !nodes_dir.exists() {
         anyhow::bail!(
             "{}: no kdd index here yet; run `kdd index` first",

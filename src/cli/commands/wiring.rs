@@ -152,7 +152,6 @@ fn config_text(dir: &Path, rel: &str) -> Option<String> {
 /// Whether lefthook's configuration (main file, `lefthook-local.yml`, extended files) runs
 /// `kdd-hook <hook>`.
 fn lefthook_runs(dir: &Path, config: &Path, hook: &str) -> bool {
-    let needle = format!("kdd-hook {hook}");
     let main_rel = config
         .strip_prefix(dir)
         .map(|p| p.to_string_lossy().into_owned())
@@ -160,20 +159,49 @@ fn lefthook_runs(dir: &Path, config: &Path, hook: &str) -> bool {
     let main = config_text(dir, &main_rel).unwrap_or_default();
     let mut rels = vec!["lefthook-local.yml".to_string()];
     rels.extend(lefthook_extends(&main));
-    main.contains(&needle)
+    config_runs(&main, hook)
         || rels
             .iter()
             .filter_map(|r| config_text(dir, r))
-            .any(|t| t.contains(&needle))
+            .any(|t| config_runs(&t, hook))
+}
+
+/// Whether one lefthook configuration runs `kdd-hook <hook>`: an entry of the hook's
+/// `commands`, `scripts` or `jobs` whose `run` calls it, neither it nor the hook `skip: true`
+/// (a commented-out or skipped entry was taken for a running one: red team, seventeenth round).
+/// Read with the bounded YAML loader; a file it refuses runs nothing.
+fn config_runs(text: &str, hook: &str) -> bool {
+    use yaml_rust2::Yaml;
+    let needle = format!("kdd-hook {hook}");
+    let Some(doc) = crate::parse::yaml::load(text)
+        .ok()
+        .and_then(|d| d.into_iter().next())
+    else {
+        return false;
+    };
+    let skipped = |y: &Yaml| y["skip"].as_bool() == Some(true);
+    let h = &doc[hook];
+    if skipped(h) {
+        return false;
+    }
+    let mut entries: Vec<&Yaml> = Vec::new();
+    for key in ["commands", "scripts"] {
+        entries.extend(h[key].as_hash().into_iter().flat_map(|m| m.values()));
+    }
+    entries.extend(h["jobs"].as_vec().into_iter().flatten());
+    entries
+        .into_iter()
+        .any(|e| !skipped(e) && e["run"].as_str().is_some_and(|r| r.contains(&needle)))
 }
 
 /// How `hook` (one of [`super::install::HOOKS`]) reaches `kdd-hook`: `Ok(how)` or `Err(what
 /// is missing and what to run)`.
 pub fn hook_wiring(settings: &Settings, hook: &str) -> Result<String, String> {
-    let script = crate::hook::installed_hook_path(settings, hook)
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .unwrap_or_default();
-    match manager(settings) {
+    let file = crate::hook::hooks_dir(settings).join(hook);
+    let script = std::fs::read_to_string(&file).unwrap_or_default();
+    let manager = manager(settings);
+    ignored_by_git(&file, &manager)?;
+    match manager {
         Manager::Husky(dir) => {
             let file = dir.join(hook);
             let runs = user_file(&file).is_ok_and(|t| t.is_some_and(|t| t.contains("kdd-hook")));
@@ -210,6 +238,36 @@ pub fn hook_wiring(settings: &Settings, hook: &str) -> Result<String, String> {
              hook manager owns the hooks)"
         )),
     }
+}
+
+/// The file git runs for a hook must exist and be executable, or git runs nothing: husky 9's
+/// wrappers (`.husky/_`, ignored by git, gone after `git clean -xfd` and absent from a new
+/// worktree), or a hook whose mode lost its executable bit.
+fn ignored_by_git(file: &Path, manager: &Manager) -> Result<(), String> {
+    let husky = matches!(manager, Manager::Husky(d) if file.parent() != Some(d.as_path()));
+    match std::fs::metadata(file) {
+        Err(_) if husky => Err(format!(
+            "git runs no hook: {} is missing (husky's own folder; `npx husky` writes it again)",
+            file.display()
+        )),
+        Ok(m) if !executable(&m) => Err(format!(
+            "{} is not executable, so git ignores it; run `kdd doctor --fix` or `chmod +x {}`",
+            file.display(),
+            file.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(unix)]
+fn executable(m: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    m.permissions().mode() & 0o111 != 0
+}
+
+#[cfg(not(unix))]
+fn executable(_m: &std::fs::Metadata) -> bool {
+    true
 }
 
 /// The `hooks` check: every hook after `pre-commit` ([`super::install::HOOKS`]) reaches
@@ -398,8 +456,13 @@ pub fn install_husky(settings: &Settings, hooks: &[&str]) -> std::io::Result<Vec
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
+        if text.is_empty() {
+            text.push_str("#!/usr/bin/env sh\n");
+        }
         text.push_str(&husky_line(hook));
         std::fs::write(&p, text)?;
+        // husky 8 (`core.hooksPath = .husky`) has git run these files themselves.
+        super::install::make_executable(&p)?;
         done.push(format!("{}: runs kdd-hook {hook}", p.display()));
     }
     if !matches!(manager(settings), Manager::Husky(_)) {
@@ -431,5 +494,17 @@ mod tests {
             "extends:\n    - k.yml\n    - a.yml\nx: 1\n"
         );
         assert!(add_extends("extends: [a.yml]\n", "k.yml").is_none());
+    }
+
+    #[test]
+    fn lefthook_entries_that_run() {
+        assert!(config_runs(super::LEFTHOOK, "post-merge"));
+        let commented = "post-merge:\n  commands:\n    # kdd:\n    #   run: kdd-hook post-merge\n";
+        assert!(!config_runs(commented, "post-merge"));
+        let skipped = "post-merge:\n  commands:\n    kdd:\n      run: kdd-hook post-merge {0}\n      skip: true\n";
+        assert!(!config_runs(skipped, "post-merge"));
+        let jobs = "post-merge:\n  jobs:\n    - run: kdd-hook post-merge {0}\n";
+        assert!(config_runs(jobs, "post-merge"));
+        assert!(!config_runs("post-merge: [", "post-merge"));
     }
 }
