@@ -612,18 +612,7 @@ fn a_clone_without_the_specs_setting_keeps_the_committed_root() {
 /// round), while a moved folder is still refused above.
 #[test]
 fn deleting_every_spec_removes_their_artifacts() {
-    let r = Repo::new();
-    assert!(r.kdd(&["install"]).status.success());
-    r.write(
-        "specs/01-domain/entities/Pedido.md",
-        &spec("Pedido", "entity", "a0", "b0", &["Usuario"]),
-    );
-    r.write(
-        "specs/01-domain/entities/Usuario.md",
-        &entity("Usuario", "a0"),
-    );
-    r.git(&["add", "."]);
-    r.git(&["commit", "-q", "-m", "init"]);
+    let r = installed();
     r.git(&["rm", "-r", "-q", "specs"]);
     let o = r.git_out(&["commit", "-q", "-m", "delete"]);
     let (_, err) = text(&o);
