@@ -29,7 +29,6 @@ use crate::artifact::{remove_artifacts, ArtifactPaths, INDEX_DIR};
 use crate::config::Settings;
 use crate::git;
 use crate::spec::{Diagnostic, Node};
-use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Errors of a heal pass. The hook reports them and lets the commit through.
@@ -107,10 +106,10 @@ fn refuse_an_empty_root<'a>(
 
 /// True when this commit deletes the specs, and their artifacts go with them: the committed
 /// index was built from this root (`HEAD`'s manifest names it), `HEAD` holds spec files under
-/// it, and at most half of them are staged elsewhere, by their bytes or by their folder and
-/// name. A folder moved elsewhere (even with every file edited), a root the index was not built
-/// from (a clone without the setting whose default folder holds something else), and a root
-/// that never held specs are refused.
+/// it, and the commit adds no spec-like file (`.md`, `.markdown`, `.feature`) anywhere. A folder
+/// moved elsewhere, even renamed and edited, adds its files under new paths; a root the index
+/// was not built from (a clone without the setting whose default folder holds something else)
+/// and a root that never held specs are refused.
 fn specs_deleted(
     repo: &gix::Repository,
     index: &gix::index::File,
@@ -124,41 +123,18 @@ fn specs_deleted(
     if built_from.as_ref() != Some(root) {
         return Ok(false);
     }
-    let head: Vec<(String, gix::ObjectId)> = git::tree_entries(repo, "HEAD", root)?
-        .into_iter()
-        .filter(|(p, _)| crate::source::is_spec_path(p, root))
-        .collect();
-    // A moved spec keeps its folder and name (`entities/Pedido.md`); one at the top of the
-    // root keeps its name.
-    let tail = |p: &str| {
-        let below = p[root.len()..].trim_start_matches('/');
-        let cut = below.rmatch_indices('/').nth(1).map_or(0, |(i, _)| i + 1);
-        below[cut..].to_string()
-    };
-    let ids: HashMap<gix::ObjectId, usize> = head
-        .iter()
-        .enumerate()
-        .map(|(i, (_, id))| (*id, i))
-        .collect();
-    let tails: HashMap<String, usize> = head
-        .iter()
-        .enumerate()
-        .map(|(i, (p, _))| (tail(p), i))
-        .collect();
-    let mut found: HashSet<usize> = HashSet::new();
-    for (path, id) in git::index_entries(index, "") {
-        found.extend(ids.get(&id).copied());
-        let suffixes = path
-            .rmatch_indices('/')
-            .take(2)
-            .map(|(i, _)| &path[i + 1..]);
-        found.extend(
-            std::iter::once(path.as_str())
-                .chain(suffixes)
-                .filter_map(|t| tails.get(t).copied()),
-        );
+    let head = git::tree_entries(repo, "HEAD", "")?;
+    if !head.keys().any(|p| crate::source::is_spec_path(p, root)) {
+        return Ok(false);
     }
-    Ok(!head.is_empty() && found.len() * 2 <= head.len())
+    let spec_like = |p: &str| {
+        [".md", ".markdown", ".feature"]
+            .iter()
+            .any(|e| p.ends_with(e))
+    };
+    Ok(!git::index_entries(index, "")
+        .keys()
+        .any(|p| spec_like(p) && !head.contains_key(p)))
 }
 
 /// What a heal pass did.

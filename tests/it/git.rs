@@ -622,7 +622,7 @@ fn deleting_every_spec_removes_their_artifacts() {
     assert_eq!(left, "", "artifacts of deleted specs were kept");
     let o = r.kdd(&["verify"]);
     assert!(o.status.success(), "{:?}", text(&o));
-    // A folder moved and every file edited is still a move, and the refusal is said once,
+    // A folder moved, every file renamed and edited, is still a move, and the refusal is said once,
     // by pre-commit, also on an amend (post-rewrite said it again).
     let r = Repo::new();
     assert!(r.kdd(&["install"]).status.success());
@@ -636,8 +636,14 @@ fn deleting_every_spec_removes_their_artifacts() {
     r.git(&["add", "."]);
     r.git(&["commit", "-q", "-m", "init"]);
     r.git(&["mv", "specs/01-domain", "docs"]);
+    r.git(&["mv", "docs/entities", "docs/e"]);
     for n in ["Pedido", "Usuario"] {
-        r.write(&format!("docs/entities/{n}.md"), &entity(n, "edited"));
+        let (from, to) = (
+            format!("docs/e/{n}.md"),
+            format!("docs/e/{}-x.md", n.to_lowercase()),
+        );
+        r.git(&["mv", &from, &to]);
+        r.write(&to, &entity(n, "edited"));
     }
     r.git(&["add", "-A"]);
     let (_, err) = text(&r.git_out(&["commit", "-q", "-m", "move"]));

@@ -62,6 +62,18 @@ fn a_shared_hooks_folder_is_never_written_nor_indexes_other_repositories() {
     assert!(!o.status.success(), "{:?}", text(&o));
     assert!(text(&o).1.contains("outside it"), "{:?}", text(&o));
     assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 0);
+    // A relative path climbing out to a folder not made yet is outside too.
+    r.git(&["config", "core.hooksPath", "../not-yet"]);
+    assert!(!r.kdd(&["install"]).status.success());
+    assert!(
+        !r.tmp.path().join("not-yet").exists(),
+        "wrote outside the repository"
+    );
+    // A folder of the repository's own, not made yet, is inside.
+    r.git(&["config", "core.hooksPath", ".githooks"]);
+    let o = r.kdd(&["install"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(r.exists(".githooks/pre-commit"));
     // The user wires the shared folder by hand: a repository without kdd stays untouched.
     let other = Repo::new();
     other.write("specs/01-domain/entities/Pedido.md", SPEC);
@@ -74,6 +86,25 @@ fn a_shared_hooks_folder_is_never_written_nor_indexes_other_repositories() {
     assert!(
         !other.exists(".kdd-index"),
         "a repository without kdd was indexed"
+    );
+    // A clone that never ran `kdd install` but whose HEAD holds an index still uses kdd, even
+    // with `.kdd-index/` removed from the work tree by hand.
+    r.write("specs/01-domain/entities/Pedido.md", SPEC);
+    r.git(&["add", "."]);
+    r.git(&["commit", "-q", "-m", "spec"]);
+    let c = r.at(r.clone_to("clone"));
+    std::fs::remove_dir_all(c.dir.join(".kdd-index")).unwrap();
+    c.git(&["config", "core.hooksPath", ".githooks"]);
+    c.write(
+        "specs/01-domain/entities/Pedido.md",
+        &SPEC.replace("Un pedido", "Un pedido editado"),
+    );
+    c.git(&["commit", "-q", "-a", "-m", "edit"]);
+    let left = c.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index/nodes"]);
+    assert_eq!(
+        left.lines().count(),
+        1,
+        "the clone's commit dropped the index"
     );
 }
 

@@ -123,11 +123,15 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-/// A repository uses kdd when it holds `.kdd-index/` or `kdd install` configured its merge
+/// A repository uses kdd when it holds `.kdd-index/` (in the work tree or `HEAD`: a folder
+/// removed by hand or left out of a sparse checkout) or `kdd install` configured its merge
 /// driver. A hook reaching any other (a `core.hooksPath` shared by every repository) does
 /// nothing: it never writes an index nobody asked for.
 fn uses_kdd(settings: &crate::config::Settings) -> bool {
+    let manifest = format!("{}/manifest.json", crate::artifact::INDEX_DIR);
     settings.index_dir.exists()
+        || crate::git::open(&settings.repo_root)
+            .is_ok_and(|r| crate::git::head_blob(&r, &manifest).is_some())
         || crate::git::config_get(&settings.repo_root, "merge.kdd.driver").is_some()
 }
 

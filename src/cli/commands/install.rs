@@ -180,14 +180,23 @@ pub fn install(settings: &Settings, args: &Args) -> anyhow::Result<Vec<String>> 
 /// other repositories too: kdd's hooks written there would index every one of them. Nothing is
 /// written; the user wires it by hand or gives this repository its own hooks.
 fn refuse_a_shared_hooks_dir(settings: &Settings, hooks_dir: &Path) -> anyhow::Result<()> {
-    let inside = |root: &Path| {
-        let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-        let dir = hooks_dir
-            .canonicalize()
-            .unwrap_or_else(|_| hooks_dir.to_path_buf());
-        dir.starts_with(root)
-    };
-    if inside(&settings.repo_root) || inside(&settings.git_common_dir) {
+    let dir = resolve(hooks_dir);
+    // A linked worktree's main work tree holds the common git dir: its hooks are this
+    // repository's too.
+    let main = settings
+        .git_common_dir
+        .parent()
+        .filter(|_| settings.git_common_dir.ends_with(".git"));
+    let roots = [
+        Some(settings.repo_root.as_path()),
+        Some(&settings.git_common_dir),
+        main,
+    ];
+    if roots
+        .into_iter()
+        .flatten()
+        .any(|r| dir.starts_with(resolve(r)))
+    {
         return Ok(());
     }
     anyhow::bail!(
@@ -198,6 +207,35 @@ fn refuse_a_shared_hooks_dir(settings: &Settings, hooks_dir: &Path) -> anyhow::R
         hooks_dir.display(),
         HOOKS.join(", ")
     )
+}
+
+/// `p` with `.` and `..` applied (so `repo/../shared` is never taken for a path inside `repo`),
+/// then links resolved as far as it exists; a folder not made yet is appended as written.
+fn resolve(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut existing = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                existing.pop();
+            }
+            Component::CurDir => {}
+            other => existing.push(other),
+        }
+    }
+    let mut rest = Vec::new();
+    while existing.canonicalize().is_err() {
+        match existing.file_name() {
+            Some(name) => {
+                rest.push(name.to_os_string());
+                existing.pop();
+            }
+            None => break,
+        }
+    }
+    let mut out = existing.canonicalize().unwrap_or(existing);
+    out.extend(rest.iter().rev());
+    out
 }
 
 #[cfg(unix)]

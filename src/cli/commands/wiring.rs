@@ -22,11 +22,14 @@ pub const LEFTHOOK: &str = include_str!("../../../hooks/lefthook.yml");
 /// configuration `extends` it.
 pub const LEFTHOOK_KDD: &str = ".lefthook-kdd.yml";
 /// Lefthook main configuration names, in lefthook's order.
-const LEFTHOOK_CONFIGS: [&str; 6] = [
+/// JSON is read by the same YAML loader (JSON is YAML's flow style); TOML is not read.
+const LEFTHOOK_CONFIGS: [&str; 8] = [
     "lefthook.yml",
     ".lefthook.yml",
     "lefthook.yaml",
     ".lefthook.yaml",
+    "lefthook.json",
+    ".lefthook.json",
     ".config/lefthook.yml",
     ".config/lefthook.yaml",
 ];
@@ -245,6 +248,19 @@ pub fn hook_wiring(settings: &Settings, hook: &str) -> Result<String, String> {
 /// worktree), or a hook whose mode lost its executable bit.
 fn ignored_by_git(file: &Path, manager: &Manager) -> Result<(), String> {
     let husky = matches!(manager, Manager::Husky(d) if file.parent() != Some(d.as_path()));
+    // husky 8's hooks source `.husky/_/husky.sh`, gone after `git clean -xfd`: every hook fails.
+    if let Manager::Husky(d) = manager {
+        let helper = d.join("_").join("husky.sh");
+        let sources = std::fs::read_to_string(file).is_ok_and(|t| t.contains("_/husky.sh"));
+        if !husky && sources && !helper.exists() {
+            return Err(format!(
+                "{} sources {}, which is missing, so the hook fails (`npx husky install` writes \
+                 it again)",
+                file.display(),
+                helper.display()
+            ));
+        }
+    }
     match std::fs::metadata(file) {
         Err(_) if husky => Err(format!(
             "git runs no hook: {} is missing (husky's own folder; `npx husky` writes it again)",
