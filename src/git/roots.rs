@@ -166,6 +166,14 @@ impl LeftOut {
             .any(|p| p == path || (p.ends_with('/') && path.starts_with(p.as_str())))
     }
 
+    /// True when the staging area is a sparse index that folds a folder under (or over) one of
+    /// `roots` into one entry: its specs are not listed, so `kdd resolve` and the hook refuse.
+    pub fn folds(&self, roots: &Roots) -> bool {
+        self.0
+            .iter()
+            .any(|p| p.ends_with('/') && touches_roots(p, roots))
+    }
+
     /// How many left-out entries lie under (or cover) one of `roots`.
     pub fn under(&self, roots: &Roots) -> usize {
         self.0.iter().filter(|p| touches_roots(p, roots)).count()

@@ -783,6 +783,9 @@ fn a_sparse_index_never_drops_the_specs_it_folds() {
     assert!(err.contains("--no-sparse-index"), "{err}");
     let nodes = r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index/nodes"]);
     assert_eq!(nodes.lines().count(), 3, "{nodes}");
+    // verify names the same way out, not `kdd resolve` alone, which refuses here.
+    let (_, err) = text(&r.kdd(&["verify"]));
+    assert!(err.contains("--no-sparse-index"), "{err}");
 }
 
 /// A clone with `core.autocrlf=true`: the artifacts are `-text`, so the checkout writes them as

@@ -350,7 +350,14 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     }
     let sparse = |s: &&Stale| s.reason.starts_with("not checked out");
     if r.stale.iter().any(|s| !sparse(&s)) || !r.unindexed.is_empty() {
-        out.push_str("run `kdd index` to bring the index up to date\n");
+        if crate::git::roots::LeftOut::read(&settings.repo_root).folds(&settings.roots()) {
+            out.push_str(&format!(
+                "{} to bring the index up to date\n",
+                super::verify::repair_advice(&settings)
+            ));
+        } else {
+            out.push_str("run `kdd index` to bring the index up to date\n");
+        }
     }
     output::data(&out)?;
     Ok(ExitStatus::Success)

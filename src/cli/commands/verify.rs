@@ -302,10 +302,21 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         output::info("kdd verify: .kdd-index/ matches the specs");
         Ok(ExitStatus::Success)
     } else {
-        output::error(
-            "verify: .kdd-index/ does not match the specs; run `kdd resolve` (or `kdd index`) and \
-             commit",
-        );
+        output::error(&format!(
+            "verify: .kdd-index/ does not match the specs; {} and commit",
+            repair_advice(&settings)
+        ));
         Ok(ExitStatus::Failure)
+    }
+}
+
+/// How to bring the index in line: `kdd resolve` (or `kdd index`), after listing every spec
+/// again when a sparse index folds some away (both refuse there).
+pub fn repair_advice(settings: &crate::config::Settings) -> &'static str {
+    if crate::git::roots::LeftOut::read(&settings.repo_root).folds(&settings.roots()) {
+        "the staging area is a sparse index that folds specs away: run `git sparse-checkout init \
+         --no-sparse-index` (the sparse checkout stays), then `kdd resolve`"
+    } else {
+        "run `kdd resolve` (or `kdd index`)"
     }
 }

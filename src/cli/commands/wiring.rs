@@ -171,6 +171,7 @@ fn lefthook_runs(dir: &Path, config: &Path, hook: &str) -> bool {
 
 /// Whether one lefthook configuration runs `kdd-hook <hook>`: an entry of the hook's
 /// `commands`, `scripts` or `jobs` whose `run` calls it, neither it nor the hook `skip: true`
+/// or limited by `only:`
 /// (a commented-out or skipped entry was taken for a running one: red team, seventeenth round).
 /// Read with the bounded YAML loader; a file it refuses runs nothing.
 fn config_runs(text: &str, hook: &str) -> bool {
@@ -182,7 +183,9 @@ fn config_runs(text: &str, hook: &str) -> bool {
     else {
         return false;
     };
-    let skipped = |y: &Yaml| y["skip"].as_bool() == Some(true);
+    // `skip: true` never runs; `only:` runs in some states alone (a merge, a branch), so a
+    // plain commit may not run it.
+    let skipped = |y: &Yaml| y["skip"].as_bool() == Some(true) || !y["only"].is_badvalue();
     let h = &doc[hook];
     if skipped(h) {
         return false;
@@ -522,5 +525,7 @@ mod tests {
         let jobs = "post-merge:\n  jobs:\n    - run: kdd-hook post-merge {0}\n";
         assert!(config_runs(jobs, "post-merge"));
         assert!(!config_runs("post-merge: [", "post-merge"));
+        let only = "post-merge:\n  commands:\n    kdd:\n      run: kdd-hook post-merge\n      only: [rebase]\n";
+        assert!(!config_runs(only, "post-merge"));
     }
 }
