@@ -149,12 +149,17 @@ impl LeftOut {
         let Ok(index) = super::load_index(&repo) else {
             return LeftOut::default();
         };
+        LeftOut::of(&index)
+    }
+
+    /// The entries of a loaded staging area a sparse checkout leaves out.
+    pub fn of(index: &gix::index::File) -> LeftOut {
         LeftOut(
             index
                 .entries()
                 .iter()
                 .filter(|e| e.flags.contains(gix::index::entry::Flags::SKIP_WORKTREE))
-                .map(|e| e.path(&index).to_string())
+                .map(|e| e.path(index).to_string())
                 .collect(),
         )
     }
@@ -169,9 +174,15 @@ impl LeftOut {
     /// True when the staging area is a sparse index that folds a folder under (or over) one of
     /// `roots` into one entry: its specs are not listed, so `kdd resolve` and the hook refuse.
     pub fn folds(&self, roots: &Roots) -> bool {
+        self.folded(roots).is_some()
+    }
+
+    /// The first folder [`LeftOut::folds`] finds, without its trailing `/`.
+    pub fn folded(&self, roots: &Roots) -> Option<&str> {
         self.0
             .iter()
-            .any(|p| p.ends_with('/') && touches_roots(p, roots))
+            .find(|p| p.ends_with('/') && touches_roots(p, roots))
+            .map(|p| p.trim_end_matches('/'))
     }
 
     /// How many left-out entries lie under (or cover) one of `roots`.

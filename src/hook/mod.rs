@@ -71,13 +71,10 @@ fn refuse_a_sparse_index(
     index: &gix::index::File,
     roots: &crate::roots::Roots,
 ) -> Result<(), Error> {
-    let folded = index.entries().iter().find_map(|e| {
-        let path = e.path(index).to_string();
-        (e.mode == gix::index::entry::Mode::DIR && git::roots::touches_roots(&path, roots))
-            .then(|| path.trim_end_matches('/').to_string())
-    });
-    match folded {
-        Some(folder) => Err(Error::SparseIndex { folder }),
+    match git::roots::LeftOut::of(index).folded(roots) {
+        Some(folder) => Err(Error::SparseIndex {
+            folder: folder.to_string(),
+        }),
         None => Ok(()),
     }
 }

@@ -699,11 +699,8 @@ fn a_crlf_checkout_of_lf_blobs_is_fresh_everywhere() {
     assert!(!err.contains("STALE_SPECS"), "{err}");
 }
 
-/// A sparse checkout that leaves specs out of the work tree: `kdd index` refuses (it took them
-/// for removed and deleted their artifacts: red team, sixteenth round), and a commit through
-/// the hook keeps every node.
-#[test]
-fn a_sparse_checkout_never_drops_the_specs_it_leaves_out() {
+/// [`installed`] plus a committed command outside `01-domain` (for the sparse checkouts).
+fn with_a_command() -> Repo {
     let r = installed();
     r.write(
         "specs/02-behavior/commands/CMD-001-Crear.md",
@@ -711,6 +708,15 @@ fn a_sparse_checkout_never_drops_the_specs_it_leaves_out() {
     );
     r.git(&["add", "."]);
     r.git(&["commit", "-q", "-m", "command"]);
+    r
+}
+
+/// A sparse checkout that leaves specs out of the work tree: `kdd index` refuses (it took them
+/// for removed and deleted their artifacts: red team, sixteenth round), and a commit through
+/// the hook keeps every node.
+#[test]
+fn a_sparse_checkout_never_drops_the_specs_it_leaves_out() {
+    let r = with_a_command();
     let nodes = |r: &Repo| {
         r.git(&["ls-tree", "-r", "--name-only", "HEAD", ".kdd-index/nodes"])
             .lines()
@@ -764,13 +770,7 @@ fn a_sparse_checkout_never_drops_the_specs_it_leaves_out() {
 /// artifacts of every spec outside the cone: red team, sixteenth round).
 #[test]
 fn a_sparse_index_never_drops_the_specs_it_folds() {
-    let r = installed();
-    r.write(
-        "specs/02-behavior/commands/CMD-001-Crear.md",
-        &spec("CMD-001", "command", "a0", "b0", &["Pedido"]),
-    );
-    r.git(&["add", "."]);
-    r.git(&["commit", "-q", "-m", "command"]);
+    let r = with_a_command();
     r.git(&["sparse-checkout", "init", "--cone", "--sparse-index"]);
     r.git(&["sparse-checkout", "set", "specs/02-behavior", ".kdd-index"]);
     r.write(

@@ -350,14 +350,8 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     }
     let sparse = |s: &&Stale| s.reason.starts_with("not checked out");
     if r.stale.iter().any(|s| !sparse(&s)) || !r.unindexed.is_empty() {
-        if crate::git::roots::LeftOut::read(&settings.repo_root).folds(&settings.roots()) {
-            out.push_str(&format!(
-                "{} to bring the index up to date\n",
-                super::verify::repair_advice(&settings)
-            ));
-        } else {
-            out.push_str("run `kdd index` to bring the index up to date\n");
-        }
+        let advice = super::verify::sparse_index_advice(&settings).unwrap_or("run `kdd index`");
+        out.push_str(&format!("{advice} to bring the index up to date\n"));
     }
     output::data(&out)?;
     Ok(ExitStatus::Success)

@@ -310,13 +310,19 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
     }
 }
 
-/// How to bring the index in line: `kdd resolve` (or `kdd index`), after listing every spec
-/// again when a sparse index folds some away (both refuse there).
-pub fn repair_advice(settings: &crate::config::Settings) -> &'static str {
-    if crate::git::roots::LeftOut::read(&settings.repo_root).folds(&settings.roots()) {
-        "the staging area is a sparse index that folds specs away: run `git sparse-checkout init \
-         --no-sparse-index` (the sparse checkout stays), then `kdd resolve`"
-    } else {
-        "run `kdd resolve` (or `kdd index`)"
-    }
+/// How to bring the index in line: `kdd resolve` (or `kdd index`), or first
+/// [`sparse_index_advice`].
+fn repair_advice(settings: &crate::config::Settings) -> &'static str {
+    sparse_index_advice(settings).unwrap_or("run `kdd resolve` (or `kdd index`)")
+}
+
+/// When a sparse index folds specs away, `kdd resolve` and `kdd index` refuse: list every spec
+/// again first.
+pub fn sparse_index_advice(settings: &crate::config::Settings) -> Option<&'static str> {
+    crate::git::roots::LeftOut::read(&settings.repo_root)
+        .folds(&settings.roots())
+        .then_some(
+            "the staging area is a sparse index that folds specs away: run `git sparse-checkout \
+             init --no-sparse-index` (the sparse checkout stays), then `kdd resolve`",
+        )
 }
