@@ -278,4 +278,34 @@ fn committed_links_and_hostile_extends_never_leave_the_repository() {
     let c = doctor_hook(&r);
     assert!(t.elapsed() < std::time::Duration::from_secs(20), "{c}");
     assert_eq!(c["status"], "warn", "{c}");
+    // A committed `.gitattributes` or hook linked outside: install refuses, nothing written
+    // there; a husky 8 hook linked to /dev/zero: doctor answers at once (it read 24 GB).
+    for (link, config) in [
+        (".gitattributes", None),
+        (".githooks/pre-commit", Some(".githooks")),
+    ] {
+        let r = Repo::new();
+        let outside = r.tmp.path().join("outside-file");
+        std::fs::write(&outside, "OUTSIDE\n").unwrap();
+        std::fs::create_dir_all(r.dir.join(".githooks")).unwrap();
+        std::os::unix::fs::symlink(&outside, r.dir.join(link)).unwrap();
+        if let Some(dir) = config {
+            r.git(&["config", "core.hooksPath", dir]);
+        }
+        let o = r.kdd(&["install"]);
+        assert!(!o.status.success(), "{link}: {:?}", text(&o));
+        assert_eq!(
+            std::fs::read_to_string(&outside).unwrap(),
+            "OUTSIDE\n",
+            "{link}"
+        );
+    }
+    let r = Repo::new();
+    std::fs::create_dir_all(r.dir.join(".husky")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", r.dir.join(".husky/pre-commit")).unwrap();
+    r.git(&["config", "core.hooksPath", ".husky"]);
+    let t = std::time::Instant::now();
+    let c = doctor_hook(&r);
+    assert!(t.elapsed() < std::time::Duration::from_secs(20), "{c}");
+    assert_eq!(c["status"], "warn", "{c}");
 }

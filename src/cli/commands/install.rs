@@ -63,7 +63,7 @@ fn quote(p: &Path) -> String {
 
 /// Route `.kdd-index/**` to the driver in `attr_file` (and mark it `-text`), once.
 fn route_attributes(attr_file: &Path, done: &mut Vec<String>) -> anyhow::Result<()> {
-    let existing = std::fs::read_to_string(attr_file).unwrap_or_default();
+    let existing = super::wiring::user_file(attr_file)?.unwrap_or_default();
     if existing
         .lines()
         .any(|l| l.trim() == ".kdd-index/** merge=kdd")
@@ -142,7 +142,8 @@ pub fn install(settings: &Settings, args: &Args) -> anyhow::Result<Vec<String>> 
     );
     for name in HOOKS {
         let p = hooks_dir.join(name);
-        let current = std::fs::read_to_string(&p).ok();
+        // A link or a device is refused by name: never followed, read or written through.
+        let current = super::wiring::user_file(&p)?;
         match current {
             Some(c) if c == shim => {
                 // A shim git ignores (not executable) is not up to date.

@@ -128,7 +128,7 @@ fn unquote(s: &str) -> String {
 /// A hook-manager file kdd is about to change: `Ok(None)` when missing, its text when it is a
 /// regular file (at most 1 MiB), an error naming it when it is a link or anything else — a
 /// committed link must never make `kdd install` write outside the repository.
-fn user_file(p: &Path) -> std::io::Result<Option<String>> {
+pub fn user_file(p: &Path) -> std::io::Result<Option<String>> {
     match std::fs::symlink_metadata(p) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
@@ -141,6 +141,26 @@ fn user_file(p: &Path) -> std::io::Result<Option<String>> {
     let bytes = crate::source::read_regular(p, &p.display().to_string(), 1 << 20)
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// The text of the file git runs for a hook: links followed (hooks are often linked), but only a
+/// regular file is read, at most 1 MiB of it (a committed `.husky/pre-commit` linked to
+/// `/dev/zero` made `kdd doctor` read 24 GB). Empty otherwise.
+fn hook_text(file: &Path) -> String {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(file)
+    else {
+        return String::new();
+    };
+    let mut bytes = Vec::new();
+    if f.metadata().is_ok_and(|m| m.is_file()) {
+        let _ = f.take(1 << 20).read_to_end(&mut bytes);
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// A lefthook configuration file's text: a regular file inside the repository (the path
@@ -204,7 +224,7 @@ fn config_runs(text: &str, hook: &str) -> bool {
 /// is missing and what to run)`.
 pub fn hook_wiring(settings: &Settings, hook: &str) -> Result<String, String> {
     let file = crate::hook::hooks_dir(settings).join(hook);
-    let script = std::fs::read_to_string(&file).unwrap_or_default();
+    let script = hook_text(&file);
     let manager = manager(settings);
     ignored_by_git(&file, &manager)?;
     match manager {
@@ -254,7 +274,7 @@ fn ignored_by_git(file: &Path, manager: &Manager) -> Result<(), String> {
     // husky 8's hooks source `.husky/_/husky.sh`, gone after `git clean -xfd`: every hook fails.
     if let Manager::Husky(d) = manager {
         let helper = d.join("_").join("husky.sh");
-        let sources = std::fs::read_to_string(file).is_ok_and(|t| t.contains("_/husky.sh"));
+        let sources = hook_text(file).contains("_/husky.sh");
         if !husky && sources && !helper.exists() {
             return Err(format!(
                 "{} sources {}, which is missing, so the hook fails (`npx husky install` writes \
