@@ -125,6 +125,22 @@ fn doctor_checks_and_repairs_every_hook() {
     assert_eq!(doctor_check(&r, "hooks")["status"], "ok");
 }
 
+/// The hooks kdd installs.
+const HOOKS: [&str; 5] = [
+    "pre-commit",
+    "post-commit",
+    "post-merge",
+    "post-checkout",
+    "post-rewrite",
+];
+
+/// Write `rel` with `content`, executable.
+fn write_executable(r: &Repo, rel: &str, content: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    r.write(rel, content);
+    std::fs::set_permissions(r.dir.join(rel), std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 const SPEC: &str = "---\nid: Pedido\nkind: entity\n---\n# Pedido\n\nUn pedido.\n";
 
 #[test]
@@ -163,26 +179,50 @@ fn lefthook_config_is_extended_not_rewritten() {
     }
 }
 
+/// A lefthook configuration that runs kdd's pre-commit by hand but no other kdd hook is
+/// completed by `kdd install --lefthook` (and so by `doctor --fix`): `.lefthook-kdd.yml` holds
+/// the hooks nothing else runs, never a second pre-commit (red team, seventeenth round: the
+/// advice said "by hand" and `--fix` could not repair it).
+#[test]
+fn a_lefthook_config_running_only_kdds_pre_commit_is_completed() {
+    let r = Repo::new();
+    let by_hand = "pre-commit:\n  commands:\n    kdd:\n      run: kdd-hook pre-commit\n";
+    r.write("lefthook.yml", by_hand);
+    // git calls lefthook for every hook, as `lefthook install` leaves it.
+    for hook in HOOKS {
+        let run = format!("#!/bin/sh\nlefthook run {hook} \"$@\"\n");
+        write_executable(&r, &format!(".git/hooks/{hook}"), &run);
+    }
+    let c = doctor_check(&r, "hooks");
+    assert_eq!(c["status"], "warn", "{c}");
+    assert!(!c["message"].as_str().unwrap().contains("by hand"), "{c}");
+    let o = r.kdd(&["install", "--lefthook"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let kdd = r.read(".lefthook-kdd.yml");
+    assert!(!kdd.contains("pre-commit"), "{kdd}");
+    for hook in ["post-commit", "post-merge", "post-checkout", "post-rewrite"] {
+        assert!(kdd.contains(&format!("kdd-hook {hook}")), "{kdd}");
+    }
+    let main = r.read("lefthook.yml");
+    assert_eq!(main, format!("{by_hand}extends:\n  - .lefthook-kdd.yml\n"));
+    let c = doctor_check(&r, "hooks");
+    assert_eq!(c["status"], "ok", "{c}");
+    // Idempotent.
+    let o = r.kdd(&["install", "--lefthook"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert_eq!(r.read("lefthook.yml"), main);
+    assert_eq!(r.read(".lefthook-kdd.yml"), kdd);
+}
+
 #[test]
 fn husky_files_get_one_line_each() {
     let r = Repo::new();
     r.write(".husky/pre-commit", "npm test\n");
     r.git(&["config", "core.hooksPath", ".husky/_"]);
     // husky's own wrappers, as `npx husky` writes them: git runs these.
-    for hook in [
-        "pre-commit",
-        "post-commit",
-        "post-merge",
-        "post-checkout",
-        "post-rewrite",
-    ] {
-        let p = r.dir.join(".husky/_").join(hook);
-        r.write(
-            &format!(".husky/_/{hook}"),
-            "#!/usr/bin/env sh\n. \"$(dirname \"$0\")/h\"\n",
-        );
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for hook in HOOKS {
+        let wrapper = "#!/usr/bin/env sh\n. \"$(dirname \"$0\")/h\"\n";
+        write_executable(&r, &format!(".husky/_/{hook}"), wrapper);
     }
     let o = r.kdd(&["install"]);
     assert!(o.status.success(), "{:?}", text(&o));

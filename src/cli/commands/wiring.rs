@@ -175,6 +175,11 @@ fn config_text(dir: &Path, rel: &str) -> Option<String> {
 /// Whether lefthook's configuration (main file, `lefthook-local.yml`, extended files) runs
 /// `kdd-hook <hook>`.
 fn lefthook_runs(dir: &Path, config: &Path, hook: &str) -> bool {
+    lefthook_runs_but(dir, config, hook, None)
+}
+
+/// [`lefthook_runs`] leaving out the extended file `but` (a path relative to `dir`).
+fn lefthook_runs_but(dir: &Path, config: &Path, hook: &str, but: Option<&str>) -> bool {
     let main_rel = config
         .strip_prefix(dir)
         .map(|p| p.to_string_lossy().into_owned())
@@ -182,11 +187,30 @@ fn lefthook_runs(dir: &Path, config: &Path, hook: &str) -> bool {
     let main = config_text(dir, &main_rel).unwrap_or_default();
     let mut rels = vec!["lefthook-local.yml".to_string()];
     rels.extend(lefthook_extends(&main));
+    let left_out = |r: &String| but.is_some() && crate::paths::normalize_rel(r).as_deref() == but;
     config_runs(&main, hook)
         || rels
             .iter()
+            .filter(|r| !left_out(r))
             .filter_map(|r| config_text(dir, r))
             .any(|t| config_runs(&t, hook))
+}
+
+/// The sections of kdd's lefthook snippet ([`LEFTHOOK`]) for `hooks`, with its heading
+/// comment: a top-level key and the indented lines under it.
+fn lefthook_sections(hooks: &[&str]) -> String {
+    let mut out = String::new();
+    let mut keep = true;
+    for line in LEFTHOOK.lines() {
+        if !line.starts_with([' ', '#']) && !line.is_empty() {
+            keep = hooks.iter().any(|h| line.strip_suffix(':') == Some(*h));
+        }
+        if keep {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// Whether one lefthook configuration runs `kdd-hook <hook>`: an entry of the hook's
@@ -252,8 +276,7 @@ pub fn hook_wiring(settings: &Settings, hook: &str) -> Result<String, String> {
                 )),
                 (false, _) => Err(format!(
                     "lefthook manages hooks but {} does not run `kdd-hook {hook}`; run `kdd \
-                     install --lefthook` (a configuration that already runs kdd's pre-commit \
-                     needs the {hook} entry of kdd's lefthook snippet by hand)",
+                     install --lefthook`",
                     config.display()
                 )),
             }
@@ -403,16 +426,35 @@ pub fn install_lefthook(settings: &Settings) -> std::io::Result<Vec<String>> {
             std::fs::write(&p, LEFTHOOK)?;
             done.push(format!("{}: written with kdd's hooks", p.display()));
         }
-        Some(config) if lefthook_runs(dir, &config, "pre-commit") => {
+        Some(config)
+            if super::install::HOOKS
+                .iter()
+                .all(|h| lefthook_runs(dir, &config, h)) =>
+        {
             done.push(format!("{}: already runs kdd-hook", config.display()));
         }
         Some(config) => {
+            // `.lefthook-kdd.yml` is kdd's own: written anew with the hooks no other file of
+            // the configuration runs, so a configuration that already runs some of them (by
+            // hand, say) is completed and nothing runs twice.
+            let rest: Vec<&str> = super::install::HOOKS
+                .into_iter()
+                .filter(|h| !lefthook_runs_but(dir, &config, h, Some(LEFTHOOK_KDD)))
+                .collect();
             let kdd = dir.join(LEFTHOOK_KDD);
             let text = user_file(&config)?.unwrap_or_default();
             user_file(&kdd)?;
-            std::fs::write(&kdd, LEFTHOOK)?;
-            done.push(format!("{}: written with kdd's hooks", kdd.display()));
+            std::fs::write(&kdd, lefthook_sections(&rest))?;
+            done.push(format!(
+                "{}: written with kdd's {} hooks",
+                kdd.display(),
+                rest.join(", ")
+            ));
+            let extended = lefthook_extends(&text)
+                .iter()
+                .any(|r| crate::paths::normalize_rel(r).as_deref() == Some(LEFTHOOK_KDD));
             match add_extends(&text, LEFTHOOK_KDD) {
+                _ if extended => {}
                 Some(new) => {
                     std::fs::write(&config, new)?;
                     done.push(format!("{}: extends {LEFTHOOK_KDD}", config.display()));
