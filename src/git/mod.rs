@@ -4,11 +4,13 @@
 //!   for `commit -a` and at a temporary `next-index-*.lock` for `commit --only`), trees at any
 //!   revision (bare repositories included) and blobs. Paths are repo-relative, `/`-separated.
 //! - Writing: only [`stage_paths`], which updates exactly the given paths in the index git is
-//!   committing (`git update-index --add --remove`, never `add -A`/`-u`).
+//!   committing (`git update-index --add --remove`, never `add -A`/`-u`), and
+//!   [`sparse::skip_worktree`], which marks such paths left out of a sparse checkout.
 //! - Diffs are plain comparisons of `path → blob id` maps, so rename = delete + add.
 
 mod commit;
 pub mod roots;
+pub mod sparse;
 
 pub use commit::{amend_head, commit_on_head, head_is_local, only_staged};
 
@@ -440,14 +442,44 @@ pub fn stage_paths(repo: &gix::Repository, workdir: &Path, paths: &[String]) -> 
     let (present, missing): (Vec<&String>, Vec<&String>) = paths
         .iter()
         .partition(|p| workdir.join(p.as_str()).exists());
-    let z = |v: &[&String]| {
-        let mut b = Vec::new();
-        for p in v {
-            b.extend_from_slice(p.as_bytes());
-            b.push(0);
-        }
-        b
-    };
+    update_index(
+        repo,
+        workdir,
+        &["update-index", "--add", "--remove", "--replace"],
+        &present,
+    )?;
+    update_index(repo, workdir, &["update-index", "--force-remove"], &missing)
+}
+
+/// Run `git <args> -z --stdin` with `paths` on every index a staging change goes to.
+fn update_index(
+    repo: &gix::Repository,
+    workdir: &Path,
+    args: &[&str],
+    paths: &[&String],
+) -> Result<(), Error> {
+    if paths.is_empty() {
+        return Ok(());
+    }
+    let mut input = Vec::new();
+    for p in paths {
+        input.extend_from_slice(p.as_bytes());
+        input.push(0);
+    }
+    let args: Vec<&str> = args.iter().copied().chain(["-z", "--stdin"]).collect();
+    for target in index_targets(repo) {
+        let env: Vec<(&str, &Path)> = match &target {
+            Some(p) => vec![("GIT_INDEX_FILE", p.as_path())],
+            None => vec![],
+        };
+        git_stdin(workdir, &args, &input, &env)?;
+    }
+    Ok(())
+}
+
+/// The index files a staging change goes to: the one git is committing (`None`: as the
+/// environment says) and, during `git commit --only`, the real `index.lock` too.
+fn index_targets(repo: &gix::Repository) -> Vec<Option<PathBuf>> {
     let mut targets: Vec<Option<PathBuf>> = vec![None];
     let current = index_file(repo);
     if let Some(name) = current.file_name().and_then(|n| n.to_str()) {
@@ -458,36 +490,7 @@ pub fn stage_paths(repo: &gix::Repository, workdir: &Path, paths: &[String]) -> 
             }
         }
     }
-    for target in targets {
-        let env: Vec<(&str, &Path)> = match &target {
-            Some(p) => vec![("GIT_INDEX_FILE", p.as_path())],
-            None => vec![],
-        };
-        if !present.is_empty() {
-            git_stdin(
-                workdir,
-                &[
-                    "update-index",
-                    "--add",
-                    "--remove",
-                    "--replace",
-                    "-z",
-                    "--stdin",
-                ],
-                &z(&present),
-                &env,
-            )?;
-        }
-        if !missing.is_empty() {
-            git_stdin(
-                workdir,
-                &["update-index", "--force-remove", "-z", "--stdin"],
-                &z(&missing),
-                &env,
-            )?;
-        }
-    }
-    Ok(())
+    targets
 }
 
 /// Unix time of the last commit reachable from `rev` that changed `path` (`None` if none did).

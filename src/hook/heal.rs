@@ -54,6 +54,7 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         });
     }
     super::refuse_a_sparse_index(&index, &settings.roots())?;
+    let left_out = git::sparse::skips_worktree(&index, &art_key("manifest.json"));
     let staged = Staged::read(&repo, &index, settings)?;
     let no_spec = staged.specs.is_empty() && staged.conflicted_specs.is_empty();
     super::refuse_an_empty_root(&repo, &index, settings, no_spec, staged.arts.keys())?;
@@ -86,11 +87,18 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     let remove = plan.stale(&staged);
     let paths = ArtifactPaths::new(&settings.index_dir);
     let mut stage = plan.write(&ctx, &paths, &mut report)?;
-    l2_failures(level.as_ref(), &mut report);
-    stage.extend(plan.manifest(&ctx, &paths, &mut report)?);
+    super::l2_failures(level.as_ref(), &mut report);
+    let manifest = plan.manifest(&ctx, &paths, &mut report)?;
+    stage.extend(manifest.clone());
     stage.extend(Plan::remove(&remove, &paths, &mut report)?);
     if opts.stage && !settings.bare {
         finish(&repo, settings, &stage, &report, &stamp)?;
+        if left_out {
+            let written = plan.write.keys().cloned();
+            let manifest = manifest.filter(|k| report.written.contains(k));
+            let written = written.chain(manifest.map(|_| "manifest.json".to_string()));
+            super::leave_out(&repo, settings, &paths, written.collect())?;
+        }
     }
     // Something was re-derived or removed: the record changed (an identical file is not
     // rewritten). No clone-and-compare of the whole record: that cost more than the save.
@@ -558,17 +566,6 @@ impl Plan {
             stage.push(key);
         }
         Ok(stage)
-    }
-}
-
-/// Embedding failures are never silent: list them (the manifest then records L1).
-fn l2_failures(level: Option<&Level>, report: &mut Report) {
-    if let Some(Level::L2(x)) = level {
-        for (file, why) in x.failed() {
-            report.warnings.push(format!(
-                "{file}: indexed without vectors: {why}; run `kdd index`"
-            ));
-        }
     }
 }
 

@@ -28,6 +28,7 @@ pub use heal::heal;
 use crate::artifact::{remove_artifacts, ArtifactPaths, INDEX_DIR};
 use crate::config::Settings;
 use crate::git;
+use crate::index::l2::Level;
 use crate::spec::{Diagnostic, Node};
 use std::path::{Path, PathBuf};
 
@@ -215,6 +216,36 @@ fn remove_file(paths: &ArtifactPaths, rel: &str) -> Result<(), crate::artifact::
         Err(e) if crate::artifact::absent(&e) => Ok(()),
         Err(e) => Err(crate::artifact::Error::Io { path: p, source: e }),
     }
+}
+
+/// Embedding failures are never silent: list them (the manifest then records L1).
+fn l2_failures(level: Option<&Level>, report: &mut Report) {
+    if let Some(Level::L2(x)) = level {
+        for (file, why) in x.failed() {
+            report.warnings.push(format!(
+                "{file}: indexed without vectors: {why}; run `kdd index`"
+            ));
+        }
+    }
+}
+
+/// A sparse checkout that leaves `.kdd-index/` out (its staged manifest is skip-worktree): the
+/// files a pass wrote to stage them (`rels`, index-relative) leave the work tree again and are
+/// marked skip-worktree, or git would bring the whole folder back ([`git::sparse`]).
+fn leave_out(
+    repo: &gix::Repository,
+    settings: &Settings,
+    paths: &ArtifactPaths,
+    rels: Vec<String>,
+) -> Result<(), Error> {
+    for rel in &rels {
+        remove_file(paths, rel)?;
+    }
+    // The folder itself goes too when it is left empty (never when it holds anything).
+    let _ = std::fs::remove_dir(paths.root());
+    let keys: Vec<String> = rels.iter().map(|r| art_key(r)).collect();
+    git::sparse::skip_worktree(repo, &settings.repo_root, &keys)?;
+    Ok(())
 }
 
 /// Remove a node's artifacts from the work tree (used by callers that hold a [`Node`]).

@@ -763,6 +763,20 @@ fn a_sparse_checkout_never_drops_the_specs_it_leaves_out() {
     assert!(err.contains("left out of this sparse checkout"), "{err}");
     let (_, err) = text(&r.kdd(&["query", "Pedido"]));
     assert!(err.contains("sparse checkout"), "{err}");
+    // A commit there stages the new artifacts and leaves them out of the work tree: the hook
+    // wrote them through the work tree, and git then brought the whole folder back.
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "edited while left out"),
+    );
+    r.git(&["commit", "-q", "-a", "-m", "edit left out"]);
+    assert!(!r.exists(".kdd-index"));
+    let bits = r.git(&["ls-files", "-t", ".kdd-index"]);
+    assert!(bits.lines().all(|l| l.starts_with("S ")), "{bits}");
+    assert_eq!(r.git(&["status", "--porcelain"]), "");
+    let changed = r.git(&["diff", "--name-only", "HEAD~1", "HEAD", "--", ".kdd-index"]);
+    assert!(changed.contains("nodes/entity/Usuario.json"), "{changed}");
+    verify(&r, "HEAD");
 }
 
 /// A cone sparse checkout with a sparse index folds the folders it leaves out into one entry:
