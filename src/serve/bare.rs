@@ -50,6 +50,11 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 
 /// File (in the mirror root) holding the last [`SyncReport`] as JSON.
 pub const LAST_SYNC: &str = "last-sync.json";
+/// Present while the mirror's `.kdd-index/` holds what the server re-derived, so it is not
+/// the served commit's: the next sync mirrors that folder whole (red team, eighteenth round: a
+/// spec deleted without its artifacts, then restored as it was, was re-derived at L1 and lost
+/// its vectors, with a warning about a push that matched).
+const HEALED: &str = "healed";
 
 /// What a sync did.
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
@@ -217,20 +222,35 @@ impl Mirror {
         repo: &gix::Repository,
         rev: &str,
     ) -> Result<(git::Entries, Vec<String>), Error> {
-        let mut out = git::tree_entries(repo, rev, INDEX_DIR)?;
+        let (mut out, art_links) = git::tree_entries_and_links(repo, rev, INDEX_DIR)?;
         let roots = self.roots_at(&out, repo);
-        out.extend(git::tree_entries(repo, rev, &self.specs_root)?);
+        let (specs, mut links) = git::tree_entries_and_links(repo, rev, &self.specs_root)?;
+        out.extend(specs);
         for d in &roots.docs {
-            out.extend(git::roots::tree_root_entries(repo, rev, d)?.0);
+            let (docs, doc_links) = git::roots::tree_root_entries(repo, rev, d)?;
+            out.extend(docs);
+            links.extend(doc_links);
         }
-        out.retain(|p, _| wanted(&self.specs_root, p) || (wanted("", p) && roots.is_doc(p)));
+        let keep = |p: &String| wanted(&self.specs_root, p) || (wanted("", p) && roots.is_doc(p));
+        out.retain(|p, _| keep(p));
+        // Links are never mirrored nor followed; each is named to the pusher, as `kdd index`
+        // and `verify` name them (red team, eighteenth round: the push report named none).
+        let is_spec = |p: &String| {
+            keep(p) && (crate::source::is_spec_path(p, &self.specs_root) || roots.is_doc(p))
+        };
+        let mut left_out: Vec<String> = crate::source::link_errors(links, is_spec)
+            .into_iter()
+            .map(|d| format!("{}: {}", d.file, d.message))
+            .collect();
+        left_out.extend(art_links.iter().filter(|p| keep(p)).map(|p| {
+            format!("{p}: a symbolic link in .kdd-index/, never followed; left out — commit the file itself (`kdd resolve` in a clone)")
+        }));
         // A hand-made tree can hold a path as a file and as a folder (git's fsck refuses it,
         // a push without `receive.fsckObjects` does not): the file stays, what lies inside it
         // is left out and named.
         let inside: Vec<(String, String)> = crate::artifact::inside_files(&out)
             .map(|(f, i)| (f.to_string(), i.to_string()))
             .collect();
-        let mut left_out = Vec::new();
         for (file, inner) in inside {
             out.remove(&inner);
             left_out.push(format!(
@@ -279,7 +299,7 @@ impl Mirror {
             None => None,
         };
         let full = old.is_none();
-        let old = match old {
+        let mut old = match old {
             Some(o) => o,
             None => {
                 if tree.exists() {
@@ -288,6 +308,8 @@ impl Mirror {
                 git::Entries::new()
             }
         };
+        let healed = self.root.join(HEALED);
+        let recheck = healed.exists() && self.remirror_index(&mut old)?;
         std::fs::create_dir_all(&tree).map_err(io(&tree))?;
         let d = git::diff(&old, &new);
         let mut report = SyncReport {
@@ -297,10 +319,24 @@ impl Mirror {
             full,
             ..SyncReport::default()
         };
-        let (changed_specs, deleted_specs) =
+        let (mut changed_specs, deleted_specs) =
             write_diff(&repo, &tree, &roots, &new, &d, &mut report)?;
+        if recheck {
+            every_spec(&repo, &new, &roots, &mut changed_specs)?;
+        }
         report.diagnostics.extend(left_out);
-        self.heal(&new, &roots, changed_specs, deleted_specs, &mut report)?;
+        // The mirror's `.kdd-index/` is now the commit's; `heal` marks it again if it writes.
+        if healed.exists() {
+            std::fs::remove_file(&healed).map_err(io(&healed))?;
+        }
+        self.heal(
+            &new,
+            &roots,
+            changed_specs,
+            deleted_specs,
+            recheck,
+            &mut report,
+        )?;
         report.millis = t0.elapsed().as_millis() as u64;
         let last = self.root.join(LAST_SYNC);
         let _ = crate::artifact::write_if_changed(
@@ -317,6 +353,17 @@ impl Mirror {
         Ok(Some(report))
     }
 
+    /// The server re-derived into the mirror's `.kdd-index/` (the [`HEALED`] marker): drop it
+    /// and its entries from `old`, so the sync mirrors the commit's whole. Always true.
+    fn remirror_index(&self, old: &mut git::Entries) -> Result<bool, Error> {
+        let index = self.index_dir();
+        if index.exists() {
+            std::fs::remove_dir_all(&index).map_err(io(&index))?;
+        }
+        old.retain(|p, _| !p.starts_with(&format!("{INDEX_DIR}/")));
+        Ok(true)
+    }
+
     /// Re-derive specs whose committed artifacts disagree with them (see the module docs).
     fn heal(
         &self,
@@ -324,6 +371,7 @@ impl Mirror {
         roots: &crate::roots::Roots,
         changed: Vec<(String, Vec<u8>)>,
         deleted: Vec<String>,
+        all: bool,
         report: &mut SyncReport,
     ) -> Result<(), Error> {
         if changed.is_empty() && deleted.is_empty() {
@@ -357,7 +405,13 @@ impl Mirror {
                 stale.push(crate::index::SpecSource { path: p, bytes });
             }
         }
-        let gone: Vec<String> = deleted
+        // `all`: every node whose spec the commit lacks, not only this push's deletions.
+        let gone: Vec<String> = if all {
+            by_file.keys().map(|p| p.to_string()).collect()
+        } else {
+            deleted
+        };
+        let gone: Vec<String> = gone
             .into_iter()
             .filter(|p| by_file.contains_key(p.as_str()) && !new.contains_key(p))
             .collect();
@@ -365,6 +419,8 @@ impl Mirror {
             return Ok(());
         }
         let paths: Vec<String> = stale.iter().map(|s| s.path.clone()).collect();
+        let healed = self.root.join(HEALED);
+        std::fs::write(&healed, b"re-derived on the server\n").map_err(io(&healed))?;
         let out = crate::index::apply(&self.settings(), stale, gone.clone())
             .map_err(|e| Error::Index(e.to_string()))?;
         // A spec that cannot be indexed here either (a YAML bomb, a duplicate id) has no
@@ -402,6 +458,25 @@ pub fn specs_in(tree: &Path, specs_root: &str) -> BTreeSet<String> {
 
 /// A spec's path and bytes.
 type SpecBytes = (String, Vec<u8>);
+
+/// Add every spec of `new` not in `changed` to it: the commit's `.kdd-index/` replaced the
+/// server's derivation, so every spec is checked against it again, not only this push's (red
+/// team, eighteenth round: a stale artifact came back after a push that changed no spec).
+fn every_spec(
+    repo: &gix::Repository,
+    new: &git::Entries,
+    roots: &crate::roots::Roots,
+    changed: &mut Vec<SpecBytes>,
+) -> Result<(), Error> {
+    let seen: BTreeSet<String> = changed.iter().map(|(p, _)| p.clone()).collect();
+    for (p, id) in new
+        .iter()
+        .filter(|(p, _)| roots.is_source(p) && !seen.contains(*p))
+    {
+        changed.push((p.clone(), git::read_blob(repo, *id)?));
+    }
+    Ok(())
+}
 
 /// Make the mirror's files follow one diff: removals first (a folder of the old commit may be a
 /// file in this one), then the added and modified blobs. Returns the changed specs (with their

@@ -845,6 +845,61 @@ fn publish_corpus(r: &Repo) -> String {
     push(r)
 }
 
+/// A spec deleted in a push without its artifacts is re-derived away on the server; restored
+/// as it was, the next push matches its index again: no mismatch is reported and the node is
+/// served from the pushed index (red team, eighteenth round: the mirror kept the server's own
+/// derivation and re-derived the restored spec at L1, losing its vectors, with a warning about
+/// a push that matched). A spec pushed as a link is named in the push report (it named none).
+#[test]
+fn a_spec_restored_after_a_stale_push_is_served_from_its_pushed_index() {
+    let origin = Repo::new();
+    let bare = bare_server(&origin);
+    let a = origin.clone_of(&bare, "a");
+    let spec = "specs/01-domain/entities/Pedido.md";
+    a.write(
+        spec,
+        "---\nid: Pedido\nkind: entity\n---\n# Pedido\n\nLineas de compra de un cliente.\n",
+    );
+    index(&a);
+    a.git(&["add", "-A"]);
+    a.git(&["commit", "-qm", "pedido"]);
+    assert!(!push(&a).contains("did not match"));
+    a.git(&["rm", "-q", spec]);
+    a.git(&["commit", "-q", "--no-verify", "-m", "stale delete"]);
+    assert!(push(&a).contains("did not match"));
+    a.git(&["revert", "--no-edit", "HEAD"]);
+    let report = push(&a);
+    assert!(!report.contains("did not match"), "{report}");
+    let b = bare.to_str().unwrap();
+    let o = origin.kdd(&["-C", b, "--json", "query", "lineas de compra"]);
+    let (out, _) = text(&o);
+    assert!(out.contains("Entity:Pedido"), "{out}");
+    // A spec pushed as a link is never mirrored, and the push report names it.
+    std::os::unix::fs::symlink("/etc/hostname", a.dir.join("specs/01-domain/Leak.md")).unwrap();
+    a.git(&["add", "-A"]);
+    a.git(&["commit", "-q", "--no-verify", "-m", "link"]);
+    let report = push(&a);
+    assert!(
+        report.contains("specs/01-domain/Leak.md: is a symbolic link"),
+        "{report}"
+    );
+    // A spec edited without its index, then a push that changes no spec: the server's
+    // derivation is still what it serves (the commit's stale artifact came back).
+    a.write(
+        spec,
+        "---\nid: Pedido\nkind: entity\n---\n# Pedido\n\nAlbaranes firmados.\n",
+    );
+    a.git(&["commit", "-q", "--no-verify", "-am", "stale edit"]);
+    assert!(push(&a).contains("did not match"));
+    a.write("README.md", "readme\n");
+    a.git(&["add", "README.md"]);
+    a.git(&["commit", "-q", "--no-verify", "-m", "readme"]);
+    assert!(push(&a).contains("did not match"));
+    let o = origin.kdd(&["-C", b, "--json", "query", "albaranes firmados"]);
+    let (out, _) = text(&o);
+    assert!(out.contains("Entity:Pedido"), "{out}");
+}
+
 /// A node artifact crafted to point outside the specs root, pushed past every hook, is left out
 /// of the bare server's answers, and the push's report names it to the pusher.
 #[test]
