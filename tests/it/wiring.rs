@@ -212,6 +212,22 @@ fn a_lefthook_config_running_only_kdds_pre_commit_is_completed() {
     assert!(o.status.success(), "{:?}", text(&o));
     assert_eq!(r.read("lefthook.yml"), main);
     assert_eq!(r.read(".lefthook-kdd.yml"), kdd);
+    // lefthook merges the files: a kdd entry the user skips stays skipped under the same name
+    // in `.lefthook-kdd.yml`, so the hook does not run (doctor said ok: red team, eighteenth
+    // round).
+    let skip = "post-merge:\n  commands:\n    kdd-heal:\n      skip: true\n";
+    r.write("lefthook.yml", &format!("{main}{skip}"));
+    let c = doctor_check(&r, "hooks");
+    assert_eq!(c["status"], "warn", "{c}");
+    assert!(c["message"].as_str().unwrap().contains("post-merge"), "{c}");
+    // A JSON configuration is never given YAML lines (every commit failed after).
+    let r = Repo::new();
+    let json = r#"{"pre-commit": {"commands": {"kdd": {"run": "kdd-hook pre-commit"}}}}"#;
+    r.write("lefthook.json", json);
+    let o = r.kdd(&["install", "--lefthook"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert_eq!(r.read("lefthook.json"), json);
+    assert!(text(&o).1.contains("by hand"), "{:?}", text(&o));
 }
 
 #[test]

@@ -10,6 +10,7 @@ pub mod hook;
 pub mod impact;
 pub mod index;
 pub mod install;
+pub mod lefthook;
 pub mod mcp;
 pub mod merge_driver;
 pub mod merge_index;

@@ -13,26 +13,10 @@
 //! the user's is only appended to (never rewritten) except for one `extends:` list item inserted
 //! into an existing block list; the snippets never fail a commit when `kdd-hook` is missing.
 
+pub use super::lefthook::{install_lefthook, LEFTHOOK, LEFTHOOK_KDD};
+use super::lefthook::{lefthook_config, lefthook_runs};
 use crate::config::Settings;
 use std::path::{Path, PathBuf};
-
-/// The lefthook snippet (`hooks/lefthook.yml`).
-pub const LEFTHOOK: &str = include_str!("../../../hooks/lefthook.yml");
-/// The file `kdd install --lefthook` writes when a lefthook configuration already exists; the
-/// configuration `extends` it.
-pub const LEFTHOOK_KDD: &str = ".lefthook-kdd.yml";
-/// Lefthook main configuration names, in lefthook's order.
-/// JSON is read by the same YAML loader (JSON is YAML's flow style); TOML is not read.
-const LEFTHOOK_CONFIGS: [&str; 8] = [
-    "lefthook.yml",
-    ".lefthook.yml",
-    "lefthook.yaml",
-    ".lefthook.yaml",
-    "lefthook.json",
-    ".lefthook.json",
-    ".config/lefthook.yml",
-    ".config/lefthook.yaml",
-];
 
 /// The line kdd adds to `.husky/<hook>`.
 pub fn husky_line(hook: &str) -> String {
@@ -86,45 +70,6 @@ pub fn manager(settings: &Settings) -> Manager {
     }
 }
 
-fn lefthook_config(dir: &Path) -> Option<PathBuf> {
-    LEFTHOOK_CONFIGS
-        .iter()
-        .map(|n| dir.join(n))
-        .find(|p| p.is_file())
-}
-
-/// The files `extends:` of a lefthook configuration lists (block or inline list).
-fn lefthook_extends(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut in_block = false;
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("extends:") {
-            let rest = rest.trim();
-            if let Some(inner) = rest.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
-                out.extend(inner.split(',').map(|s| unquote(s.trim())));
-            } else {
-                in_block = rest.is_empty();
-            }
-            continue;
-        }
-        if in_block {
-            match line.trim_start().strip_prefix("- ") {
-                Some(item) if line.starts_with(' ') || line.starts_with('-') => {
-                    out.push(unquote(item.trim()))
-                }
-                _ if line.trim().is_empty() || line.trim_start().starts_with('#') => {}
-                _ => in_block = false,
-            }
-        }
-    }
-    out.retain(|s| !s.is_empty());
-    out
-}
-
-fn unquote(s: &str) -> String {
-    s.trim_matches(|c| c == '"' || c == '\'').to_string()
-}
-
 /// A hook-manager file kdd is about to change: `Ok(None)` when missing, its text when it is a
 /// regular file (at most 1 MiB), an error naming it when it is a link or anything else — a
 /// committed link must never make `kdd install` write outside the repository.
@@ -161,87 +106,6 @@ fn hook_text(file: &Path) -> String {
         let _ = f.take(1 << 20).read_to_end(&mut bytes);
     }
     String::from_utf8_lossy(&bytes).into_owned()
-}
-
-/// A lefthook configuration file's text: a regular file inside the repository (the path
-/// normalised, no link followed), at most 1 MiB; `None` otherwise. A committed `extends:` entry
-/// is a teammate's input: it never makes kdd read outside the repository or without bound.
-fn config_text(dir: &Path, rel: &str) -> Option<String> {
-    let rel = crate::paths::normalize_rel(rel).filter(|r| !r.is_empty())?;
-    let bytes = crate::source::read_regular(&dir.join(&rel), &rel, 1 << 20).ok()?;
-    String::from_utf8(bytes).ok()
-}
-
-/// Whether lefthook's configuration (main file, `lefthook-local.yml`, extended files) runs
-/// `kdd-hook <hook>`.
-fn lefthook_runs(dir: &Path, config: &Path, hook: &str) -> bool {
-    lefthook_runs_but(dir, config, hook, None)
-}
-
-/// [`lefthook_runs`] leaving out the extended file `but` (a path relative to `dir`).
-fn lefthook_runs_but(dir: &Path, config: &Path, hook: &str, but: Option<&str>) -> bool {
-    let main_rel = config
-        .strip_prefix(dir)
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let main = config_text(dir, &main_rel).unwrap_or_default();
-    let mut rels = vec!["lefthook-local.yml".to_string()];
-    rels.extend(lefthook_extends(&main));
-    let left_out = |r: &String| but.is_some() && crate::paths::normalize_rel(r).as_deref() == but;
-    config_runs(&main, hook)
-        || rels
-            .iter()
-            .filter(|r| !left_out(r))
-            .filter_map(|r| config_text(dir, r))
-            .any(|t| config_runs(&t, hook))
-}
-
-/// The sections of kdd's lefthook snippet ([`LEFTHOOK`]) for `hooks`, with its heading
-/// comment: a top-level key and the indented lines under it.
-fn lefthook_sections(hooks: &[&str]) -> String {
-    let mut out = String::new();
-    let mut keep = true;
-    for line in LEFTHOOK.lines() {
-        if !line.starts_with([' ', '#']) && !line.is_empty() {
-            keep = hooks.iter().any(|h| line.strip_suffix(':') == Some(*h));
-        }
-        if keep {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
-}
-
-/// Whether one lefthook configuration runs `kdd-hook <hook>`: an entry of the hook's
-/// `commands`, `scripts` or `jobs` whose `run` calls it, neither it nor the hook `skip: true`
-/// or limited by `only:`
-/// (a commented-out or skipped entry was taken for a running one: red team, seventeenth round).
-/// Read with the bounded YAML loader; a file it refuses runs nothing.
-fn config_runs(text: &str, hook: &str) -> bool {
-    use yaml_rust2::Yaml;
-    let needle = format!("kdd-hook {hook}");
-    let Some(doc) = crate::parse::yaml::load(text)
-        .ok()
-        .and_then(|d| d.into_iter().next())
-    else {
-        return false;
-    };
-    // `skip: true` never runs; `only:` runs in some states alone (a merge, a branch), so a
-    // plain commit may not run it.
-    let skipped = |y: &Yaml| y["skip"].as_bool() == Some(true) || !y["only"].is_badvalue();
-    let h = &doc[hook];
-    if skipped(h) {
-        return false;
-    }
-    let mut entries: Vec<&Yaml> = Vec::new();
-    for key in ["commands", "scripts"] {
-        entries.extend(h[key].as_hash().into_iter().flat_map(|m| m.values()));
-    }
-    entries.extend(h["jobs"].as_vec().into_iter().flatten());
-    entries
-        .into_iter()
-        .any(|e| !skipped(e) && e["run"].as_str().is_some_and(|r| r.contains(&needle)))
 }
 
 /// How `hook` (one of [`super::install::HOOKS`]) reaches `kdd-hook`: `Ok(how)` or `Err(what
@@ -413,105 +277,6 @@ pub fn checks(settings: &Settings) -> Vec<Check> {
     checks
 }
 
-/// Wire kdd into lefthook: a new `lefthook.yml` holding the snippet, or (when a configuration
-/// exists and does not run kdd yet) [`LEFTHOOK_KDD`] plus an `extends:` entry for it. Then
-/// `lefthook install` when lefthook can be found. Returns what was done, one line each.
-pub fn install_lefthook(settings: &Settings) -> std::io::Result<Vec<String>> {
-    let dir = &settings.repo_root;
-    let mut done = Vec::new();
-    match lefthook_config(dir) {
-        None => {
-            let p = dir.join("lefthook.yml");
-            user_file(&p)?;
-            std::fs::write(&p, LEFTHOOK)?;
-            done.push(format!("{}: written with kdd's hooks", p.display()));
-        }
-        Some(config)
-            if super::install::HOOKS
-                .iter()
-                .all(|h| lefthook_runs(dir, &config, h)) =>
-        {
-            done.push(format!("{}: already runs kdd-hook", config.display()));
-        }
-        Some(config) => {
-            // `.lefthook-kdd.yml` is kdd's own: written anew with the hooks no other file of
-            // the configuration runs, so a configuration that already runs some of them (by
-            // hand, say) is completed and nothing runs twice.
-            let rest: Vec<&str> = super::install::HOOKS
-                .into_iter()
-                .filter(|h| !lefthook_runs_but(dir, &config, h, Some(LEFTHOOK_KDD)))
-                .collect();
-            let kdd = dir.join(LEFTHOOK_KDD);
-            let text = user_file(&config)?.unwrap_or_default();
-            user_file(&kdd)?;
-            std::fs::write(&kdd, lefthook_sections(&rest))?;
-            done.push(format!(
-                "{}: written with kdd's {} hooks",
-                kdd.display(),
-                rest.join(", ")
-            ));
-            let extended = lefthook_extends(&text)
-                .iter()
-                .any(|r| crate::paths::normalize_rel(r).as_deref() == Some(LEFTHOOK_KDD));
-            match add_extends(&text, LEFTHOOK_KDD) {
-                _ if extended => {}
-                Some(new) => {
-                    std::fs::write(&config, new)?;
-                    done.push(format!("{}: extends {LEFTHOOK_KDD}", config.display()));
-                }
-                None => done.push(format!(
-                    "{}: add `{LEFTHOOK_KDD}` to its inline `extends:` list by hand",
-                    config.display()
-                )),
-            }
-        }
-    }
-    done.push(run_lefthook_install(dir));
-    Ok(done)
-}
-
-/// `text` with `item` added to its `extends:` block list (or a new one appended); `None` for
-/// an inline list, which is left to the user.
-fn add_extends(text: &str, item: &str) -> Option<String> {
-    let lines: Vec<&str> = text.lines().collect();
-    let Some(at) = lines.iter().position(|l| l.starts_with("extends:")) else {
-        let mut out = text.to_string();
-        if !out.is_empty() && !out.ends_with('\n') {
-            out.push('\n');
-        }
-        out.push_str(&format!("extends:\n  - {item}\n"));
-        return Some(out);
-    };
-    if !lines[at]["extends:".len()..].trim().is_empty() {
-        return None;
-    }
-    let indent = lines
-        .get(at + 1)
-        .map(|l| &l[..l.len() - l.trim_start().len()])
-        .filter(|i| !i.is_empty())
-        .unwrap_or("  ");
-    let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
-    out.insert(at + 1, format!("{indent}- {item}"));
-    Some(out.join("\n") + "\n")
-}
-
-fn run_lefthook_install(dir: &Path) -> String {
-    let local = dir.join("node_modules/.bin/lefthook");
-    let bin = if local.is_file() {
-        local
-    } else {
-        PathBuf::from("lefthook")
-    };
-    match crate::proc::user_env(&mut std::process::Command::new(&bin))
-        .arg("install")
-        .current_dir(dir)
-        .output()
-    {
-        Ok(o) if o.status.success() => "lefthook install: git hooks now call lefthook".into(),
-        _ => "lefthook was not found or failed: run `lefthook install` so git calls it".into(),
-    }
-}
-
 /// Wire kdd into husky: append [`husky_line`] to `.husky/<hook>` for every hook kdd uses
 /// (creating the file when missing). Returns what was done, one line each.
 pub fn install_husky(settings: &Settings, hooks: &[&str]) -> std::io::Result<Vec<String>> {
@@ -550,44 +315,4 @@ pub fn install_husky(settings: &Settings, hooks: &[&str]) -> std::io::Result<Vec
         done.push("git does not use .husky yet: run `npx husky` (husky init) once".into());
     }
     Ok(done)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn extends_parsed_and_added() {
-        assert_eq!(
-            lefthook_extends("a: 1\nextends:\n  - x.yml\n  - 'y.yml'\nb: 2\n  - z\n"),
-            vec!["x.yml", "y.yml"]
-        );
-        assert_eq!(
-            lefthook_extends("extends: [a.yml, \"b.yml\"]\n"),
-            vec!["a.yml", "b.yml"]
-        );
-        assert_eq!(
-            add_extends("pre-commit:\n  x: 1", "k.yml").unwrap(),
-            "pre-commit:\n  x: 1\nextends:\n  - k.yml\n"
-        );
-        assert_eq!(
-            add_extends("extends:\n    - a.yml\nx: 1\n", "k.yml").unwrap(),
-            "extends:\n    - k.yml\n    - a.yml\nx: 1\n"
-        );
-        assert!(add_extends("extends: [a.yml]\n", "k.yml").is_none());
-    }
-
-    #[test]
-    fn lefthook_entries_that_run() {
-        assert!(config_runs(super::LEFTHOOK, "post-merge"));
-        let commented = "post-merge:\n  commands:\n    # kdd:\n    #   run: kdd-hook post-merge\n";
-        assert!(!config_runs(commented, "post-merge"));
-        let skipped = "post-merge:\n  commands:\n    kdd:\n      run: kdd-hook post-merge {0}\n      skip: true\n";
-        assert!(!config_runs(skipped, "post-merge"));
-        let jobs = "post-merge:\n  jobs:\n    - run: kdd-hook post-merge {0}\n";
-        assert!(config_runs(jobs, "post-merge"));
-        assert!(!config_runs("post-merge: [", "post-merge"));
-        let only = "post-merge:\n  commands:\n    kdd:\n      run: kdd-hook post-merge\n      only: [rebase]\n";
-        assert!(!config_runs(only, "post-merge"));
-    }
 }
