@@ -54,7 +54,9 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
         });
     }
     super::refuse_a_sparse_index(&index, &settings.roots())?;
-    let left_out = git::sparse::skips_worktree(&index, &art_key("manifest.json"));
+    // The whole folder left out (its manifest), or some of its files (a sparse pattern under it).
+    let whole = git::sparse::skips_worktree(&index, &art_key("manifest.json"));
+    let left_out = |rel: &String| whole || git::sparse::skips_worktree(&index, &art_key(rel));
     let staged = Staged::read(&repo, &index, settings)?;
     let no_spec = staged.specs.is_empty() && staged.conflicted_specs.is_empty();
     super::refuse_an_empty_root(&repo, &index, settings, no_spec, staged.arts.keys())?;
@@ -93,12 +95,10 @@ pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
     stage.extend(Plan::remove(&remove, &paths, &mut report)?);
     if opts.stage && !settings.bare {
         finish(&repo, settings, &stage, &report, &stamp)?;
-        if left_out {
-            let written = plan.write.keys().cloned();
-            let manifest = manifest.filter(|k| report.written.contains(k));
-            let written = written.chain(manifest.map(|_| "manifest.json".to_string()));
-            super::leave_out(&repo, settings, &paths, written.collect())?;
-        }
+        let manifest = manifest.filter(|k| report.written.contains(k));
+        let written = plan.write.keys().cloned();
+        let written = written.chain(manifest.map(|_| "manifest.json".to_string()));
+        super::leave_out(&repo, settings, &paths, written.filter(left_out).collect())?;
     }
     // Something was re-derived or removed: the record changed (an identical file is not
     // rewritten). No clone-and-compare of the whole record: that cost more than the save.

@@ -229,15 +229,19 @@ fn l2_failures(level: Option<&Level>, report: &mut Report) {
     }
 }
 
-/// A sparse checkout that leaves `.kdd-index/` out (its staged manifest is skip-worktree): the
-/// files a pass wrote to stage them (`rels`, index-relative) leave the work tree again and are
-/// marked skip-worktree, or git would bring the whole folder back ([`git::sparse`]).
+/// A sparse checkout that leaves `.kdd-index/` out (its staged manifest is skip-worktree), or
+/// some of its files: the files a pass wrote to stage them (`rels`, index-relative, those left
+/// out) leave the work tree again and are marked skip-worktree, or git would bring them back
+/// ([`git::sparse`]).
 fn leave_out(
     repo: &gix::Repository,
     settings: &Settings,
     paths: &ArtifactPaths,
     rels: Vec<String>,
 ) -> Result<(), Error> {
+    if rels.is_empty() {
+        return Ok(());
+    }
     for rel in &rels {
         remove_file(paths, rel)?;
     }

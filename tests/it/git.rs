@@ -777,6 +777,27 @@ fn a_sparse_checkout_never_drops_the_specs_it_leaves_out() {
     let changed = r.git(&["diff", "--name-only", "HEAD~1", "HEAD", "--", ".kdd-index"]);
     assert!(changed.contains("nodes/entity/Usuario.json"), "{changed}");
     verify(&r, "HEAD");
+    // Part of it left out (red team, eighteenth round): that part stays out too.
+    r.git(&[
+        "sparse-checkout",
+        "set",
+        "--no-cone",
+        "/*",
+        "!/.kdd-index/edges/",
+    ]);
+    assert!(r.exists(".kdd-index/manifest.json") && !r.exists(".kdd-index/edges"));
+    r.write(
+        "specs/02-behavior/commands/CMD-001-Crear.md",
+        &spec("CMD-001", "command", "edges left out", "b0", &["Pedido"]),
+    );
+    r.git(&["commit", "-q", "-a", "-m", "edit edges left out"]);
+    assert!(!r.exists(".kdd-index/edges"));
+    let edges = r.git(&["ls-files", ".kdd-index/edges"]);
+    assert!(edges.contains("CMD-001"), "{edges}");
+    let bits = r.git(&["ls-files", "-t", ".kdd-index/edges"]);
+    assert!(bits.lines().all(|l| l.starts_with("S ")), "{bits}");
+    assert_eq!(r.git(&["status", "--porcelain"]), "");
+    verify(&r, "HEAD");
 }
 
 /// A cone sparse checkout with a sparse index folds the folders it leaves out into one entry:
