@@ -309,7 +309,7 @@ impl Mirror {
             }
         };
         let healed = self.root.join(HEALED);
-        let recheck = healed.exists() && self.remirror_index(&mut old)?;
+        let recheck = self.remirror_if_healed(&mut old)?;
         std::fs::create_dir_all(&tree).map_err(io(&tree))?;
         let d = git::diff(&old, &new);
         let mut report = SyncReport {
@@ -353,9 +353,12 @@ impl Mirror {
         Ok(Some(report))
     }
 
-    /// The server re-derived into the mirror's `.kdd-index/` (the [`HEALED`] marker): drop it
-    /// and its entries from `old`, so the sync mirrors the commit's whole. Always true.
-    fn remirror_index(&self, old: &mut git::Entries) -> Result<bool, Error> {
+    /// When the server re-derived into the mirror's `.kdd-index/` (the [`HEALED`] marker): drop
+    /// it and its entries from `old`, so the sync mirrors the commit's whole, and say so.
+    fn remirror_if_healed(&self, old: &mut git::Entries) -> Result<bool, Error> {
+        if !self.root.join(HEALED).exists() {
+            return Ok(false);
+        }
         let index = self.index_dir();
         if index.exists() {
             std::fs::remove_dir_all(&index).map_err(io(&index))?;
