@@ -20,6 +20,7 @@
 use crate::artifact::{IndexStore, INDEX_DIR};
 use crate::config::Settings;
 use crate::git;
+use crate::spec::{Diagnostic, Severity};
 use gix::ObjectId;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -116,6 +117,16 @@ pub fn full_ref(repo: &gix::Repository, rev: &str) -> String {
     format!("refs/heads/{rev}")
 }
 
+/// An error about one path of the mirrored commit.
+fn error(file: &str, message: String) -> Diagnostic {
+    Diagnostic {
+        severity: Severity::Error,
+        file: crate::source::printable(file),
+        line: None,
+        message,
+    }
+}
+
 /// Is `path` a file the mirror holds (specs root or `.kdd-index/`), and safe to write?
 fn wanted(specs_root: &str, path: &str) -> bool {
     if crate::config::normalize_rel(path).as_deref() != Some(path) {
@@ -170,6 +181,18 @@ impl Mirror {
             .then(|| c.to_string())
     }
 
+    /// The paths of the mirrored commit that are left out of the mirror (symbolic links,
+    /// files inside files), each named as the push report named it: `kdd status` in a bare
+    /// repository lists them among the files with errors.
+    pub fn left_out(&self) -> Result<Vec<Diagnostic>, Error> {
+        let repo = git::open(&self.git_dir)?;
+        let commit = match self.served_commit() {
+            Some(c) => c,
+            None => self.ref_commit(&repo)?.to_string(),
+        };
+        Ok(self.entries(&repo, &commit)?.1)
+    }
+
     /// Commit the ref points at now.
     pub fn ref_commit(&self, repo: &gix::Repository) -> Result<ObjectId, Error> {
         let id = repo
@@ -221,7 +244,7 @@ impl Mirror {
         &self,
         repo: &gix::Repository,
         rev: &str,
-    ) -> Result<(git::Entries, Vec<String>), Error> {
+    ) -> Result<(git::Entries, Vec<Diagnostic>), Error> {
         let (mut out, art_links) = git::tree_entries_and_links(repo, rev, INDEX_DIR)?;
         let roots = self.roots_at(&out, repo);
         let (specs, mut links) = git::tree_entries_and_links(repo, rev, &self.specs_root)?;
@@ -238,12 +261,9 @@ impl Mirror {
         let is_spec = |p: &String| {
             keep(p) && (crate::source::is_spec_path(p, &self.specs_root) || roots.is_doc(p))
         };
-        let mut left_out: Vec<String> = crate::source::link_errors(links, is_spec)
-            .into_iter()
-            .map(|d| format!("{}: {}", d.file, d.message))
-            .collect();
+        let mut left_out = crate::source::link_errors(links, is_spec);
         left_out.extend(art_links.iter().filter(|p| keep(p)).map(|p| {
-            format!("{p}: a symbolic link in .kdd-index/, never followed; left out — commit the file itself (`kdd resolve` in a clone)")
+            error(p, "a symbolic link in .kdd-index/, never followed; left out — commit the file itself (`kdd resolve` in a clone)".into())
         }));
         // A hand-made tree can hold a path as a file and as a folder (git's fsck refuses it,
         // a push without `receive.fsckObjects` does not): the file stays, what lies inside it
@@ -253,9 +273,12 @@ impl Mirror {
             .collect();
         for (file, inner) in inside {
             out.remove(&inner);
-            left_out.push(format!(
-                "{inner}: lies inside the file `{file}` in this commit's tree (a hand-made tree \
-                 git's fsck refuses); left out — commit a tree made by git"
+            left_out.push(error(
+                &inner,
+                format!(
+                    "lies inside the file `{file}` in this commit's tree (a hand-made tree \
+                     git's fsck refuses); left out — commit a tree made by git"
+                ),
             ));
         }
         Ok((out, left_out))
@@ -324,7 +347,11 @@ impl Mirror {
         if recheck {
             every_spec(&repo, &new, &roots, &mut changed_specs)?;
         }
-        report.diagnostics.extend(left_out);
+        report.diagnostics.extend(
+            left_out
+                .iter()
+                .map(|d| format!("{}: {}", d.file, d.message)),
+        );
         // The mirror's `.kdd-index/` is now the commit's; `heal` marks it again if it writes.
         if healed.exists() {
             std::fs::remove_file(&healed).map_err(io(&healed))?;

@@ -849,7 +849,8 @@ fn publish_corpus(r: &Repo) -> String {
 /// as it was, the next push matches its index again: no mismatch is reported and the node is
 /// served from the pushed index (red team, eighteenth round: the mirror kept the server's own
 /// derivation and re-derived the restored spec at L1, losing its vectors, with a warning about
-/// a push that matched). A spec pushed as a link is named in the push report (it named none).
+/// a push that matched). A spec pushed as a link is named in the push report (it named none)
+/// and by `kdd status` in the bare repository.
 #[test]
 fn a_spec_restored_after_a_stale_push_is_served_from_its_pushed_index() {
     let origin = Repo::new();
@@ -882,6 +883,13 @@ fn a_spec_restored_after_a_stale_push_is_served_from_its_pushed_index() {
     assert!(
         report.contains("specs/01-domain/Leak.md: is a symbolic link"),
         "{report}"
+    );
+    // … and so does `kdd status` in the bare repository (it said "files with errors: 0").
+    let (status, _) = text(&origin.kdd(&["-C", b, "status"]));
+    assert!(
+        status.contains("files with errors: 1")
+            && status.contains("specs/01-domain/Leak.md: is a symbolic link"),
+        "{status}"
     );
     // A spec edited without its index, then a push that changes no spec: the server's
     // derivation is still what it serves (the commit's stale artifact came back).

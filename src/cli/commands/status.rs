@@ -275,11 +275,15 @@ fn section<T>(out: &mut String, title: &str, items: &[T], limit: usize, f: impl 
 
 /// Run the subcommand.
 pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
-    let settings = match super::at_ref::settings(global, args.at.get())? {
-        (s, Some(_)) => s,
-        (s, None) => crate::index::with_manifest_specs_root(s),
+    let (settings, mirror) = match super::at_ref::settings(global, args.at.get())? {
+        (s, Some(m)) => (s, Some(m)),
+        (s, None) => (crate::index::with_manifest_specs_root(s), None),
     };
-    let r = report(&settings)?;
+    let mut r = report(&settings)?;
+    if let Some(m) = mirror {
+        // The tree read holds paths the mirror leaves out (links, files inside files).
+        r.files_with_errors.extend(m.left_out()?);
+    }
     if global.json {
         output::json(&r)?;
         return Ok(ExitStatus::Success);
