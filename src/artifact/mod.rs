@@ -55,11 +55,13 @@ mod paths;
 mod store;
 
 pub use links::render_links;
-pub use paths::{inside_files, path_clash, sanitize_component, stem_of, ArtifactPaths};
+pub use paths::{
+    inside_files, is_artifact_rel, path_clash, sanitize_component, stem_of, ArtifactPaths,
+};
 pub use store::{
-    absent, list_files, read_artifact, read_links, read_manifest, read_node, remove_artifacts,
-    render_manifest, render_node, replace_index, through_link, write_artifact, write_if_changed,
-    IndexStore, MAX_ARTIFACT_BYTES,
+    absent, list_files, parse_manifest, read_artifact, read_links, read_manifest, read_node,
+    remove_artifacts, render_manifest, render_node, replace_index, root_outside, through_link,
+    write_artifact, write_if_changed, IndexStore, MAX_ARTIFACT_BYTES,
 };
 
 use serde::{Deserialize, Serialize};

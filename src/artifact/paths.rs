@@ -131,6 +131,31 @@ pub fn inside_files<V>(
     })
 }
 
+/// True for a path (relative to the index root) that names a kdd artifact: `manifest.json`,
+/// or `nodes/…/*.json`, `edges/…/*.jsonl`, `embeddings/…/*.bin`, `enrichments/…/*.json` made
+/// of plain components
+/// (no empty, `.`-leading or `..` component, no backslash, NUL or control character).
+pub fn is_artifact_rel(rel: &str) -> bool {
+    if rel == "manifest.json" {
+        return true;
+    }
+    let ext = match rel.split('/').next() {
+        Some("nodes") => ".json",
+        Some("edges") => ".jsonl",
+        Some("embeddings") => ".bin",
+        Some("enrichments") => ".json",
+        _ => return false,
+    };
+    let comps: Vec<&str> = rel.split('/').collect();
+    comps.len() >= 2
+        && rel.ends_with(ext)
+        && comps.iter().all(|c| {
+            !c.is_empty()
+                && !c.starts_with('.')
+                && !c.chars().any(|ch| ch == '\\' || ch.is_control())
+        })
+}
+
 /// Artifact stem (`<kind>/[<domain>/]<id>`) of a relative artifact path, and its top folder
 /// (`nodes/entity/X.json` → `("nodes", "entity/X")`); `None` for anything else.
 pub fn stem_of(rel: &str) -> Option<(&str, &str)> {
@@ -153,6 +178,36 @@ fn claim_of(kind: Kind, stem: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_artifact_paths_are_valid() {
+        for ok in [
+            "manifest.json",
+            "nodes/entity/Pedido.json",
+            "nodes/entity/auth/Token~1a2b3c4d.json",
+            "edges/use-case/UC-001.jsonl",
+            "embeddings/business-rule/BR-X-001.bin",
+        ] {
+            assert!(is_artifact_rel(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "specs/01-domain/Pedido.md",
+            "nodes/../../.git/hooks/pre-commit.json",
+            "nodes/./x.json",
+            "nodes//x.json",
+            "/nodes/x.json",
+            "nodes/x.jsonl",
+            "edges/x.json",
+            "embeddings/x.json",
+            "nodes/.hidden.json",
+            "nodes/a\\b.json",
+            "nodes/a\nb.json",
+            "nodes.json",
+        ] {
+            assert!(!is_artifact_rel(bad), "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_domain_named_like_an_artifact_file_never_nests_one_node_in_another() {

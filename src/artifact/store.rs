@@ -105,28 +105,42 @@ pub fn read_links(path: &Path) -> Result<Vec<LinkRecord>, Error> {
     Ok(out)
 }
 
-/// Parse the manifest, checking its format version (v1 and v2 are read, see
+/// Why a manifest's roots cannot be read, if so. kdd writes the roots it indexed relative to
+/// the repository: a root that is not (a crafted `../outside/specs`) is one error on the
+/// manifest, not one per node, for every reader (queries, merges, sync).
+pub fn root_outside(m: &Manifest) -> Option<String> {
+    std::iter::once(&m.specs_root)
+        .chain(&m.docs)
+        .find_map(|root| {
+            let plain = crate::paths::normalize_rel(root)
+                .is_some_and(|n| n == *root && !n.chars().any(char::is_control));
+            (!plain).then(|| {
+                format!(
+                    "root `{}` is not a folder inside the repository",
+                    crate::spec::escape_control(root)
+                )
+            })
+        })
+}
+
+/// Parse the manifest, checking its roots and its format version (v1 and v2 are read, see
 /// [`super::READ_VERSIONS`]).
 pub fn read_manifest(path: &Path) -> Result<Manifest, Error> {
     let bytes = read_artifact(path).map_err(io(path))?;
-    let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+    parse_manifest(path, &bytes)
+}
+
+/// [`read_manifest`] of bytes read elsewhere (a sync bundle, a remote ref); `path` names them.
+pub fn parse_manifest(path: &Path, bytes: &[u8]) -> Result<Manifest, Error> {
+    let m: Manifest = serde_json::from_slice(bytes).map_err(|e| Error::Corrupt {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
-    // kdd writes the roots it indexed, relative to the repository: a root that is not (a
-    // crafted `../outside/specs`) is one error on the manifest, not one per node.
-    for root in std::iter::once(&m.specs_root).chain(&m.docs) {
-        let plain = crate::paths::normalize_rel(root)
-            .is_some_and(|n| n == *root && !n.chars().any(char::is_control));
-        if !plain {
-            return Err(Error::Corrupt {
-                path: path.to_path_buf(),
-                message: format!(
-                    "root `{}` is not a folder inside the repository",
-                    crate::spec::escape_control(root)
-                ),
-            });
-        }
+    if let Some(message) = root_outside(&m) {
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            message,
+        });
     }
     if !super::READ_VERSIONS.contains(&m.format_version) {
         return Err(Error::Version {

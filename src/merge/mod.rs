@@ -164,7 +164,12 @@ fn parse_manifest(b: &[u8], side: &str) -> Result<Manifest, String> {
             "{side} manifest has format version {fv:?}, this kdd merges {READ_VERSIONS:?}"
         ));
     }
-    serde_json::from_value(v).map_err(|e| format!("{side} manifest is not valid: {e}"))
+    let m: Manifest =
+        serde_json::from_value(v).map_err(|e| format!("{side} manifest is not valid: {e}"))?;
+    match crate::artifact::root_outside(&m) {
+        Some(why) => Err(format!("{side} manifest: {why}")),
+        None => Ok(m),
+    }
 }
 
 /// Three-way merge of manifests (also used by the ref-level merge).

@@ -53,9 +53,22 @@ struct Index {
 fn read_index(repo: &gix::Repository, rev: &str) -> Result<Index, Error> {
     let entries = git::tree_entries(repo, rev, crate::artifact::INDEX_DIR)?;
     let mut files = Vec::with_capacity(entries.len());
+    let max = crate::artifact::MAX_ARTIFACT_BYTES;
     for (path, id) in &entries {
         let rel = path[crate::artifact::INDEX_DIR.len() + 1..].to_string();
-        files.push((rel, git::read_blob(repo, *id)?));
+        // Only artifacts are read, each bounded: a tree can hold any blob under `.kdd-index/`
+        // (red team, nineteenth round: a 1 GiB blob on a sync ref was inflated whole).
+        if !crate::artifact::is_artifact_rel(&rel) {
+            continue;
+        }
+        let Some(bytes) = git::read_blob_within(repo, *id, max)? else {
+            return Err(Error::Corrupt {
+                rev: rev.to_string(),
+                path: path.clone(),
+                message: format!("larger than {} MiB, not a kdd artifact", max >> 20),
+            });
+        };
+        files.push((rel, bytes));
     }
     index_from_files(rev, files)
 }

@@ -21,6 +21,51 @@ use std::time::Duration;
 /// Largest pull answer accepted (bytes).
 pub const MAX_ANSWER: usize = 256 << 20;
 const TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest a whole answer may take to arrive (a server sending a byte a second never trips the
+/// per-read timeout; red team, nineteenth round). 256 MiB at 1 MB/s fits.
+const DEADLINE: Duration = Duration::from_secs(300);
+
+/// Read the answer until the server closes, at most `max` bytes: its header within
+/// [`TIMEOUT`], the whole of it within [`DEADLINE`].
+fn read_answer(s: &mut TcpStream, max: u64, raw: &mut Vec<u8>) -> std::io::Result<()> {
+    use std::io::ErrorKind::{TimedOut, WouldBlock};
+    let start = std::time::Instant::now();
+    let mut buf = [0u8; 64 * 1024];
+    let mut headed = false;
+    while (raw.len() as u64) < max {
+        // Only the bytes new since the last read (and the 3 before them) are searched.
+        let (limit, what) = match headed {
+            true => (DEADLINE, "the answer"),
+            false => (TIMEOUT, "the answer's header"),
+        };
+        let left = (start + limit).saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            let why = format!("{what} took longer than {} s", limit.as_secs());
+            return Err(std::io::Error::new(TimedOut, why));
+        }
+        let wait = left.min(TIMEOUT);
+        s.set_read_timeout(Some(wait))?;
+        let want = buf.len().min((max - raw.len() as u64) as usize);
+        match s.read(&mut buf[..want]) {
+            Ok(0) => return Ok(()),
+            Ok(n) => {
+                let from = raw.len().saturating_sub(3);
+                raw.extend_from_slice(&buf[..n]);
+                headed = headed || raw[from..].windows(4).any(|w| w == b"\r\n\r\n");
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), WouldBlock | TimedOut) => {
+                let why = match wait < TIMEOUT {
+                    true => format!("{what} took longer than {} s", limit.as_secs()),
+                    false => format!("the server sent nothing for {} s", wait.as_secs()),
+                };
+                return Err(std::io::Error::new(TimedOut, why));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
 
 /// A parsed `http://host:port[/prefix]` base URL.
 #[derive(Debug, Clone)]
@@ -111,7 +156,13 @@ fn request(
     // even when writing failed, and report the write error only when there is none.
     let sent = s.write_all(head.as_bytes()).and_then(|_| s.write_all(body));
     let mut raw = Vec::new();
-    let read = s.take(MAX_ANSWER as u64 + 64 * 1024).read_to_end(&mut raw);
+    let read = read_answer(&mut s, MAX_ANSWER as u64 + 64 * 1024, &mut raw);
+    // Past a deadline what arrived is a part of the answer at best.
+    if let Err(e) = read.as_ref() {
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            return Err(Error::transport(method, e));
+        }
+    }
     match parse_answer(&raw) {
         Some(a) => Ok(a),
         None => {

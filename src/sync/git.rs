@@ -85,6 +85,13 @@ fn branch_of(dir: &Path, o: &Options) -> Result<String, Error> {
 
 /// Check the remote exists (a configured name, or something that looks like a URL/path).
 fn check_remote(dir: &Path, remote: &str) -> Result<(), Error> {
+    // git would read a leading `-` as an option (`--upload-pack=…` runs a command).
+    if remote.starts_with('-') {
+        return Err(Error::RemoteUnreachable {
+            remote: remote.to_string(),
+            detail: "a remote name or URL cannot start with `-`".into(),
+        });
+    }
     let looks_like_url = remote.contains('/') || remote.contains(':');
     if looks_like_url || git::git(dir, &["remote", "get-url", remote]).is_ok() {
         return Ok(());
@@ -218,9 +225,19 @@ fn files_at(repo: &gix::Repository, commit: &str) -> Result<BTreeMap<String, Vec
     let mut out = BTreeMap::new();
     for (path, id) in git::tree_entries(repo, commit, TREE_DIR).map_err(gix_err)? {
         let rel = path[TREE_DIR.len() + 1..].to_string();
-        if super::valid_rel(&rel) {
-            out.insert(rel, git::read_blob(repo, id).map_err(gix_err)?);
+        if !super::valid_rel(&rel) {
+            continue;
         }
+        let max = crate::artifact::MAX_ARTIFACT_BYTES;
+        match git::read_blob_within(repo, id, max).map_err(gix_err)? {
+            Some(bytes) => out.insert(rel, bytes),
+            None => {
+                return Err(Error::BadBundle(format!(
+                    "{path} at {commit} is larger than {} MiB, not a kdd artifact",
+                    max >> 20
+                )))
+            }
+        };
     }
     Ok(out)
 }

@@ -103,30 +103,10 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
-/// True for a path (relative to the index root) that names a kdd artifact: `manifest.json`,
-/// or `nodes/…/*.json`, `edges/…/*.jsonl`, `embeddings/…/*.bin`, `enrichments/…/*.json` made
-/// of plain components
-/// (no empty, `.`-leading or `..` component, no backslash, NUL or control character).
-pub fn valid_rel(rel: &str) -> bool {
-    if rel == "manifest.json" {
-        return true;
-    }
-    let ext = match rel.split('/').next() {
-        Some("nodes") => ".json",
-        Some("edges") => ".jsonl",
-        Some("embeddings") => ".bin",
-        Some("enrichments") => ".json",
-        _ => return false,
-    };
-    let comps: Vec<&str> = rel.split('/').collect();
-    comps.len() >= 2
-        && rel.ends_with(ext)
-        && comps.iter().all(|c| {
-            !c.is_empty()
-                && !c.starts_with('.')
-                && !c.chars().any(|ch| ch == '\\' || ch.is_control())
-        })
-}
+/// True for a path (relative to the index root) that names a kdd artifact (see
+/// [`crate::artifact::is_artifact_rel`]): every path read from the wire or a remote ref is
+/// checked with it before it is read or written.
+pub use crate::artifact::is_artifact_rel as valid_rel;
 
 /// Read the local index to send: every artifact file under `index_dir` (regular files only,
 /// links never followed), bounded reads. Without `text`, node titles and aliases are replaced
@@ -198,6 +178,12 @@ fn install(index_dir: &Path, files: &BTreeMap<String, Vec<u8>>) -> Result<(), Er
             "`{bad}` is not a kdd index artifact path"
         )));
     }
+    // A manifest queries would refuse never replaces a good one (red team, nineteenth round).
+    if let Some(m) = files.get("manifest.json") {
+        let label = Path::new(INDEX_DIR).join("manifest.json");
+        crate::artifact::parse_manifest(&label, m)
+            .map_err(|e| Error::BadBundle(format!("the remote index: {e}")))?;
+    }
     crate::artifact::replace_index(&ArtifactPaths::new(index_dir), files)?;
     Ok(())
 }
@@ -222,36 +208,6 @@ pub const TREE_DIR: &str = INDEX_DIR;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_artifact_paths_are_valid() {
-        for ok in [
-            "manifest.json",
-            "nodes/entity/Pedido.json",
-            "nodes/entity/auth/Token~1a2b3c4d.json",
-            "edges/use-case/UC-001.jsonl",
-            "embeddings/business-rule/BR-X-001.bin",
-        ] {
-            assert!(valid_rel(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "specs/01-domain/Pedido.md",
-            "nodes/../../.git/hooks/pre-commit.json",
-            "nodes/./x.json",
-            "nodes//x.json",
-            "/nodes/x.json",
-            "nodes/x.jsonl",
-            "edges/x.json",
-            "embeddings/x.json",
-            "nodes/.hidden.json",
-            "nodes/a\\b.json",
-            "nodes/a\nb.json",
-            "nodes.json",
-        ] {
-            assert!(!valid_rel(bad), "{bad:?}");
-        }
-    }
 
     #[test]
     fn no_text_keeps_identity_and_drops_titles_and_aliases() {

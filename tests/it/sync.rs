@@ -366,6 +366,96 @@ fn git_errors_have_cmd005_codes_and_leave_the_local_index_untouched() {
     assert_eq!(index_files(&empty), before);
 }
 
+/// A commit on the team's index ref that adds `files` (path → bytes) to its tree, made with git
+/// plumbing as a hostile server could (red team, nineteenth round).
+fn craft_team_ref(team: &Path, files: &[(&str, &[u8])]) {
+    use std::io::Write;
+    let r = "refs/kdd/index/main";
+    let tip = git(team, &["rev-parse", r]).trim().to_string();
+    let idx = team.join("craft.index");
+    let with_index = |args: &[&str], input: Option<&[u8]>| -> String {
+        let mut c = command("git", team);
+        c.args(args).env("GIT_INDEX_FILE", &idx);
+        c.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.unwrap_or_default())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "git {args:?}");
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    with_index(&["read-tree", &tip], None);
+    for (path, bytes) in files {
+        let blob = with_index(&["hash-object", "-w", "--stdin"], Some(bytes));
+        let info = format!("100644,{blob},{path}");
+        with_index(&["update-index", "--add", "--cacheinfo", &info], None);
+    }
+    let tree = with_index(&["write-tree"], None);
+    let commit = with_index(&["commit-tree", &tree, "-p", &tip, "-m", "crafted"], None);
+    git(team, &["update-ref", r, &commit]);
+    std::fs::remove_file(&idx).unwrap();
+}
+
+/// A hostile team ref never costs more than an artifact's bound nor replaces the local index
+/// with one queries refuse, and a remote named like an option is never handed to git as one.
+#[test]
+fn git_pull_of_a_crafted_team_index_reads_only_bounded_artifacts_and_installs_nothing_bad() {
+    let tmp = tempfile::tempdir().unwrap();
+    let team = bare(tmp.path(), "team.git");
+    let a = indexed(tmp.path(), "a", &team_specs("team-a"), &[]);
+    add_remote(&a, "team", &team);
+    ok_json(&kdd(&a, &["--json", "sync", "push", "--remote", "team"]));
+    let before = index_files(&a);
+    let pull = || kdd(&a, &["--json", "sync", "pull", "--remote", "team"]);
+    // A blob that is no artifact is never read (a 1 GiB one was inflated whole).
+    craft_team_ref(&team, &[(".kdd-index/junk/huge.dat", &[0u8; 4096])]);
+    ok_json(&pull());
+    assert_eq!(index_files(&a), before);
+    // An artifact over the bound is refused before it is inflated.
+    let big = vec![b' '; kdd::artifact::MAX_ARTIFACT_BYTES + 1];
+    craft_team_ref(&team, &[(".kdd-index/nodes/entity/Huge.json", &big)]);
+    let o = pull();
+    assert_eq!(err_code(&o), "TRANSPORT_ERROR");
+    assert!(show(&o).contains("larger than 64 MiB"), "{}", show(&o));
+    assert_eq!(index_files(&a), before);
+    // A manifest whose root leaves the repository is refused; queries still answer.
+    let team2 = bare(tmp.path(), "team2.git");
+    add_remote(&a, "team2", &team2);
+    ok_json(&kdd(&a, &["--json", "sync", "push", "--remote", "team2"]));
+    let m = String::from_utf8(before["manifest.json"].clone()).unwrap();
+    let bad = m.replace("\"specs_root\": \"specs\"", "\"specs_root\": \"../../etc\"");
+    assert_ne!(m, bad);
+    craft_team_ref(&team2, &[(".kdd-index/manifest.json", bad.as_bytes())]);
+    let o = kdd(&a, &["--json", "sync", "pull", "--remote", "team2"]);
+    assert_eq!(err_code(&o), "TRANSPORT_ERROR", "{}", show(&o));
+    assert!(show(&o).contains("is not a folder inside the repository"));
+    assert_eq!(index_files(&a), before);
+    let fresh = tmp.path().join("fresh");
+    std::fs::create_dir_all(&fresh).unwrap();
+    git(&fresh, &["init", "-q", "-b", "main"]);
+    add_remote(&fresh, "team2", &team2);
+    let o = kdd(&fresh, &["--json", "sync", "pull", "--remote", "team2"]);
+    assert_eq!(err_code(&o), "TRANSPORT_ERROR", "{}", show(&o));
+    assert!(!fresh.join(".kdd-index").exists());
+    // `--upload-pack=…` as a remote ran a command through git fetch.
+    let o = kdd(
+        &a,
+        &[
+            "--json",
+            "sync",
+            "pull",
+            "--remote=--upload-pack=touch pwned;",
+        ],
+    );
+    assert_eq!(err_code(&o), "REMOTE_UNREACHABLE");
+    assert!(!a.join("pwned").exists() && !tmp.path().join("pwned").exists());
+}
+
 /// A loopback HTTP server that answers every request (at most `n`, for at most 60 s) with 401
 /// and a Basic challenge, as a git host does for a private repository.
 fn http_401_server(n: usize) -> String {
