@@ -55,27 +55,114 @@ where
 /// that rmcp cannot read → [`INVALID_REQUEST`]; a request rmcp would refuse without its id →
 /// [`misshapen`]'s answer; anything else goes on to rmcp.
 fn refusal(line: &[u8]) -> Option<Cow<'static, str>> {
+    if values_over(line, MAX_VALUES) {
+        let why =
+            format!("the message holds more than {MAX_VALUES} JSON values; kdd's tools take a few");
+        return Some(invalid(id_of(line), &why).into());
+    }
     match serde_json::from_slice::<Value>(line) {
-        Ok(v) if !readable_id(&v) => Some(INVALID_REQUEST.into()),
+        Ok(v) if !v.get("id").is_none_or(readable) => Some(INVALID_REQUEST.into()),
         Ok(v) => misshapen(&v, line).map(Cow::Owned),
-        Err(_) if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok() => {
-            Some(INVALID_REQUEST.into())
+        Err(e) if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok() => {
+            // Its id can be read (a bad string or number lies elsewhere): answered with it,
+            // naming what is wrong (a lone surrogate, a byte that is not UTF-8, a depth).
+            let text = e.to_string();
+            let hint = match ["escape", "unicode", "utf"].iter().any(|w| text.contains(w)) {
+                true => " (strings must be UTF-8; a \\ud800-\\udbff escape needs its low surrogate after it)",
+                false => "",
+            };
+            match id_of(line) {
+                Some(id) => {
+                    let why = format!("the message cannot be read: {text}{hint}");
+                    Some(invalid(Some(id), &why).into())
+                }
+                None => Some(INVALID_REQUEST.into()),
+            }
         }
         Err(_) => Some(PARSE_ERROR.into()),
     }
 }
 
-/// A message's `id` as rmcp reads one: absent, null, a string, or an integer (also written
-/// `1.0` or `1e2`, below 2^53). Batches and other shapes are rmcp's to judge.
-fn readable_id(v: &Value) -> bool {
-    match v.get("id") {
-        None | Some(Value::Null | Value::String(_)) => true,
-        Some(Value::Number(n)) => {
+/// Most JSON values a line may hold: kdd's tools take a few dozen, and a line of millions of
+/// one-byte values cost about 50 times its size to parse (red team, nineteenth round: 1.4 GB).
+pub const MAX_VALUES: usize = 1 << 16;
+
+/// True when `line` holds more than `max` JSON values, counted without parsing it: commas and
+/// openings outside strings.
+fn values_over(line: &[u8], max: usize) -> bool {
+    let (mut n, mut in_str, mut esc) = (0usize, false, false);
+    for &b in line {
+        if in_str {
+            match b {
+                _ if esc => esc = false,
+                b'\\' => esc = true,
+                b'"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b',' | b'[' | b'{' => n += 1,
+            _ => {}
+        }
+        if n > max {
+            return true;
+        }
+    }
+    false
+}
+
+/// The `-32600` answer naming `why`, with the request's id when one was read.
+fn invalid(id: Option<Value>, why: &str) -> String {
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id.unwrap_or(Value::Null),
+        "error": {"code": -32600, "message": format!("Invalid Request: {why}")},
+    });
+    answer.to_string()
+}
+
+/// A top-level object's readable, non-null `id`, read without keeping any other member.
+fn id_of(line: &[u8]) -> Option<Value> {
+    struct IdOnly(Option<Value>);
+    struct Keys;
+    impl<'de> serde::de::Visitor<'de> for Keys {
+        type Value = IdOnly;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<IdOnly, A::Error> {
+            let mut id = None;
+            while let Some(k) = m.next_key::<Cow<'de, str>>()? {
+                match k.as_ref() {
+                    "id" => id = Some(m.next_value::<Value>()?),
+                    _ => drop(m.next_value::<serde::de::IgnoredAny>()?),
+                }
+            }
+            Ok(IdOnly(id))
+        }
+    }
+    impl<'de> serde::Deserialize<'de> for IdOnly {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<IdOnly, D::Error> {
+            d.deserialize_map(Keys)
+        }
+    }
+    let id = serde_json::from_slice::<IdOnly>(line).ok()?.0?;
+    (!id.is_null() && readable(&id)).then_some(id)
+}
+
+/// An `id` as rmcp reads one: null, a string, or an integer (also written `1.0` or `1e2`,
+/// below 2^53). Batches and other shapes are rmcp's to judge.
+fn readable(id: &Value) -> bool {
+    match id {
+        Value::Null | Value::String(_) => true,
+        Value::Number(n) => {
             n.as_i64().is_some()
                 || n.as_f64()
                     .is_some_and(|f| f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0)
         }
-        Some(_) => false,
+        _ => false,
     }
 }
 
@@ -331,7 +418,18 @@ mod tests {
             "[".repeat(200),
             "]".repeat(200)
         );
-        assert_eq!(refusal(deep.as_bytes()), Some(INVALID_REQUEST.into()));
+        let v: Value = serde_json::from_str(&refusal(deep.as_bytes()).unwrap()).unwrap();
+        assert_eq!(
+            (&v["id"], v["error"]["code"].as_i64()),
+            (&serde_json::json!(20), Some(-32600))
+        );
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("recursion limit"),
+            "{v}"
+        );
         assert_eq!(refusal(b"{not json"), Some(PARSE_ERROR.into()));
         assert_eq!(refusal(b"\xff\xfe"), Some(PARSE_ERROR.into()));
         assert_eq!(refusal(&[b'['; 10_000]), Some(PARSE_ERROR.into()));
@@ -341,6 +439,36 @@ mod tests {
         }
         let v: serde_json::Value = serde_json::from_str(INVALID_REQUEST).unwrap();
         assert_eq!(v["error"]["code"], -32600);
+    }
+
+    /// Red team, nineteenth round: a line of millions of tiny values cost 1.4 GB to parse, and
+    /// a lone surrogate was answered with `"id": null` and a message about ids and numbers.
+    #[test]
+    fn a_line_of_too_many_values_or_a_bad_string_is_refused_with_its_id_and_the_reason() {
+        let many = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"kdd_query","arguments":{{"query":"q","keywords":[{}]}}}}}}"#,
+            vec![r#""x""#; MAX_VALUES + 1].join(",")
+        );
+        let v: Value = serde_json::from_str(&refusal(many.as_bytes()).unwrap()).unwrap();
+        assert_eq!(v["id"], 7);
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("JSON values"));
+        let commas_in_a_string = format!(
+            r#"{{"jsonrpc":"2.0","id":8,"method":"ping","params":{{"x":"{}"}}}}"#,
+            ",[{".repeat(MAX_VALUES)
+        );
+        assert_eq!(refusal(commas_in_a_string.as_bytes()), None);
+        for (line, word) in [
+            (&br#"{"jsonrpc":"2.0","id":77,"method":"ping","params":{"q":"a \ud800 b"}}"#[..], "hex escape"),
+            (&b"{\"jsonrpc\":\"2.0\",\"id\":78,\"method\":\"ping\",\"params\":{\"q\":\"a \xff b\"}}"[..], "unicode"),
+        ] {
+            let v: Value = serde_json::from_str(&refusal(line).unwrap()).unwrap();
+            assert!(v["id"].is_number(), "{v}");
+            let m = v["error"]["message"].as_str().unwrap().to_lowercase();
+            assert!(m.contains(word), "{m}");
+        }
     }
 
     #[test]

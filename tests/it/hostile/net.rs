@@ -472,6 +472,49 @@ fn mcp_answers_an_oversized_line_cut_off_by_the_end_of_input() {
     assert!(out.contains("over 16 MiB"), "{out}");
 }
 
+/// Red team, nineteenth round: a 16 MiB line of two million one-letter keywords took `kdd mcp`
+/// to 1.4 GB before it was refused; it is now refused before it is parsed, with its id.
+#[test]
+fn mcp_refuses_a_line_of_millions_of_values_without_parsing_it() {
+    let r = Repo::new();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kdd"))
+        .arg("-C")
+        .arg(&r.dir)
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut line = br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"kdd_query","arguments":{"query":"q","keywords":["#.to_vec();
+        line.extend(std::iter::repeat_n(&br#""x","#[..], 2_000_000).flatten());
+        line.extend_from_slice(b"\"x\"]}}}\n");
+        let _ = stdin.write_all(&line);
+        let _ = stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"ping\"}\n");
+        // Measured before stdin closes (the process exits then).
+        std::thread::sleep(Duration::from_millis(1500));
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        drop(stdin);
+        status
+    });
+    let out = child.wait_with_output().unwrap();
+    let status = writer.join().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.contains(r#""id":9"#) && out.contains("JSON values"),
+        "{out}"
+    );
+    let peak_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    assert!(peak_kb < 300 * 1024, "peak {peak_kb} kB");
+}
+
 #[test]
 fn http_host_is_strict() {
     let r = Repo::new();
