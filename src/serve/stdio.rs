@@ -125,31 +125,49 @@ fn invalid(id: Option<Value>, why: &str) -> String {
 
 /// A top-level object's readable, non-null `id`, read without keeping any other member.
 fn id_of(line: &[u8]) -> Option<Value> {
-    struct IdOnly(Option<Value>);
-    struct Keys;
-    impl<'de> serde::de::Visitor<'de> for Keys {
-        type Value = IdOnly;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a JSON object")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<IdOnly, A::Error> {
-            let mut id = None;
-            while let Some(k) = m.next_key::<Cow<'de, str>>()? {
-                match k.as_ref() {
-                    "id" => id = Some(m.next_value::<Value>()?),
-                    _ => drop(m.next_value::<serde::de::IgnoredAny>()?),
-                }
-            }
-            Ok(IdOnly(id))
-        }
-    }
-    impl<'de> serde::Deserialize<'de> for IdOnly {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<IdOnly, D::Error> {
-            d.deserialize_map(Keys)
-        }
-    }
-    let id = serde_json::from_slice::<IdOnly>(line).ok()?.0?;
+    let id = top_level(line)?.id?;
     (!id.is_null() && readable(&id)).then_some(id)
+}
+
+/// What the framing reads of a top-level JSON object line without keeping its other members:
+/// its `id` and the first member named twice.
+struct TopLevel {
+    id: Option<Value>,
+    twice: Option<String>,
+}
+
+struct TopKeys;
+impl<'de> serde::de::Visitor<'de> for TopKeys {
+    type Value = TopLevel;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<TopLevel, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        let mut top = TopLevel {
+            id: None,
+            twice: None,
+        };
+        while let Some(k) = m.next_key::<String>()? {
+            match k.as_str() {
+                "id" => top.id = Some(m.next_value::<Value>()?),
+                _ => drop(m.next_value::<serde::de::IgnoredAny>()?),
+            }
+            if top.twice.is_none() && !seen.insert(k.clone()) {
+                top.twice = Some(k);
+            }
+        }
+        Ok(top)
+    }
+}
+impl<'de> serde::Deserialize<'de> for TopLevel {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<TopLevel, D::Error> {
+        d.deserialize_map(TopKeys)
+    }
+}
+
+fn top_level(line: &[u8]) -> Option<TopLevel> {
+    serde_json::from_slice::<TopLevel>(line).ok()
 }
 
 /// An `id` as rmcp reads one: null, a string, or an integer (also written `1.0` or `1e2`,
@@ -220,31 +238,7 @@ fn misshapen(v: &Value, line: &[u8]) -> Option<String> {
 
 /// The first top-level member of a JSON object line named twice (`None` for other lines).
 fn member_twice(line: &[u8]) -> Option<String> {
-    struct Twice(Option<String>);
-    struct Keys;
-    impl<'de> serde::de::Visitor<'de> for Keys {
-        type Value = Twice;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a JSON object")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Twice, A::Error> {
-            let mut seen = std::collections::HashSet::new();
-            let mut twice = None;
-            while let Some(k) = m.next_key::<String>()? {
-                m.next_value::<serde::de::IgnoredAny>()?;
-                if twice.is_none() && !seen.insert(k.clone()) {
-                    twice = Some(k);
-                }
-            }
-            Ok(Twice(twice))
-        }
-    }
-    impl<'de> serde::Deserialize<'de> for Twice {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Twice, D::Error> {
-            d.deserialize_map(Keys)
-        }
-    }
-    serde_json::from_slice::<Twice>(line).ok()?.0
+    top_level(line)?.twice
 }
 
 async fn pump_input<R: AsyncRead + Unpin>(

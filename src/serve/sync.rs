@@ -14,7 +14,10 @@
 //! `KDD_TOKEN` refuses every push with `AUTH_FAILED`); the body is capped (`--max-push-bytes`,
 //! 413); every path in it is checked before anything is written; a push whose format version
 //! or embedding model does not match the merged index is refused with `PUSH_REJECTED` and
-//! changes nothing; pushes are serialised by one lock. Pull answers the index this server
+//! changes nothing; pushes are decoded and merged one at a time (one lock), within bounds
+//! checked from the bundles' headers first ([`MAX_SOURCES`], [`MAX_STORED_FILES`]; 413); a
+//! push answered 408 by the request deadline while it merged is not applied (unless its write
+//! had already begun). Pull answers the index this server
 //! serves (the merged one with `--accept-push`), `NO_REMOTE_INDEX` when there is none.
 
 use super::api::ApiError;
@@ -35,6 +38,63 @@ pub const DEFAULT_MAX_PUSH: usize = 64 << 20;
 
 /// One push at a time per process.
 static PUSH_LOCK: Mutex<()> = Mutex::new(());
+
+/// Most sources a server keeps (each push merges them all).
+pub const MAX_SOURCES: usize = 64;
+/// Most files the stored pushes may hold together, the new one included: every push decodes
+/// and merges them all, so this bounds a push's memory (red team, nineteenth round: three
+/// pushes of 150,000 files took a server to 3.9 GB; two of them still to 2.3 GB). As many as
+/// one push may hold: pushes of one team's repository hold about the same specs.
+pub const MAX_STORED_FILES: usize = bundle::MAX_FILES;
+
+/// The file count a stored bundle declares (its header), without reading the rest.
+fn declared_files(path: &Path) -> usize {
+    use std::io::Read;
+    let mut head = [0u8; 12];
+    match std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)) {
+        Ok(()) if &head[..8] == bundle::MAGIC => {
+            u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize
+        }
+        _ => 0,
+    }
+}
+
+/// Refuse a push the store cannot take within its bounds ([`MAX_SOURCES`],
+/// [`MAX_STORED_FILES`]), before anything is decoded.
+fn check_bounds(sources: &Path, source: &str, body: &[u8]) -> Result<(), ApiError> {
+    let mut others = 0;
+    let mut files = if body.len() >= 12 && &body[..8] == bundle::MAGIC {
+        u32::from_le_bytes([body[8], body[9], body[10], body[11]]) as usize
+    } else {
+        0
+    };
+    for e in std::fs::read_dir(sources).into_iter().flatten().flatten() {
+        let p = e.path();
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        match name.strip_suffix(".bundle") {
+            Some(n) if n != source => {
+                others += 1;
+                files += declared_files(&p);
+            }
+            _ => {}
+        }
+    }
+    let remedy = format!(
+        "remove the pushes of sources that are gone from {} on the server",
+        sources.display()
+    );
+    if others >= MAX_SOURCES {
+        let m = format!("this server keeps at most {MAX_SOURCES} sources; {remedy}");
+        return Err(err(413, "PUSH_REJECTED", m));
+    }
+    if files > MAX_STORED_FILES {
+        let m = format!(
+            "the stored pushes would hold {files} files, over {MAX_STORED_FILES}; {remedy}"
+        );
+        return Err(err(413, "PUSH_REJECTED", m));
+    }
+    Ok(())
+}
 
 /// The sync store of a repository (see the module doc).
 pub fn store_dir(settings: &crate::config::Settings) -> PathBuf {
@@ -113,7 +173,17 @@ async fn push(
         return Fail(e, rid).into_response();
     }
     let dir = store_dir(&st.engine.settings);
-    let r = tokio::task::spawn_blocking(move || accept(&dir, &source, &body)).await;
+    // Set when this request future is dropped (answered 408 by the request deadline): the
+    // merge still running then stores nothing.
+    struct Gone(std::sync::Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let _gone = Gone(flag.clone());
+    let r = tokio::task::spawn_blocking(move || accept(&dir, &source, &body, &flag)).await;
     match r {
         Ok(Ok(a)) => super::http::json_ok(&a),
         Ok(Err(e)) => Fail(e, rid).into_response(),
@@ -126,40 +196,15 @@ fn io_fail(what: &str, path: &Path, e: impl std::fmt::Display) -> ApiError {
     ApiError::internal()
 }
 
-/// Check, merge and store one push (blocking).
-fn accept(dir: &Path, source: &str, body: &[u8]) -> Result<PushAnswer, ApiError> {
-    let files =
-        bundle::decode(body, "push body").map_err(|e| err(400, "BAD_REQUEST", e.to_string()))?;
-    let manifest: Manifest = files
-        .get("manifest.json")
-        .and_then(|b| serde_json::from_slice(b).ok())
-        .ok_or_else(|| {
-            err(
-                422,
-                "PUSH_REJECTED",
-                "the pushed index has no valid manifest.json",
-            )
-        })?;
-    if manifest.format_version != FORMAT_VERSION {
-        return Err(err(
-            409,
-            "PUSH_REJECTED",
-            format!(
-                "index format version {} is not this server's ({FORMAT_VERSION}); upgrade kdd on \
-                 the older side",
-                manifest.format_version
-            ),
-        ));
-    }
-    let _g = PUSH_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let sources = dir.join("sources");
-    let mine = sources.join(format!("{source}.bundle"));
-    let previous = std::fs::read(&mine).ok();
-    // Every other source's latest push, with its push time.
+/// The files of one push: path relative to `.kdd-index/` → bytes.
+type Files = std::collections::BTreeMap<String, Vec<u8>>;
+
+/// Every other source's latest push, with its push time (unreadable ones skipped, logged).
+fn stored(sources: &Path, source: &str) -> (Vec<String>, Vec<Files>, Vec<i64>) {
     let mut names = Vec::new();
     let mut sets = Vec::new();
     let mut times = Vec::new();
-    for e in std::fs::read_dir(&sources).into_iter().flatten().flatten() {
+    for e in std::fs::read_dir(sources).into_iter().flatten().flatten() {
         let p = e.path();
         let Some(name) = p
             .file_name()
@@ -188,6 +233,46 @@ fn accept(dir: &Path, source: &str, body: &[u8]) -> Result<PushAnswer, ApiError>
         sets.push(set);
         times.push(t);
     }
+    (names, sets, times)
+}
+
+/// Check, merge and store one push (blocking).
+fn accept(
+    dir: &Path,
+    source: &str,
+    body: &[u8],
+    gone: &std::sync::atomic::AtomicBool,
+) -> Result<PushAnswer, ApiError> {
+    // One push decoded and merged at a time: memory is bounded by the store's bounds.
+    let _g = PUSH_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let sources = dir.join("sources");
+    check_bounds(&sources, source, body)?;
+    let files =
+        bundle::decode(body, "push body").map_err(|e| err(400, "BAD_REQUEST", e.to_string()))?;
+    let manifest: Manifest = files
+        .get("manifest.json")
+        .and_then(|b| serde_json::from_slice(b).ok())
+        .ok_or_else(|| {
+            err(
+                422,
+                "PUSH_REJECTED",
+                "the pushed index has no valid manifest.json",
+            )
+        })?;
+    if manifest.format_version != FORMAT_VERSION {
+        return Err(err(
+            409,
+            "PUSH_REJECTED",
+            format!(
+                "index format version {} is not this server's ({FORMAT_VERSION}); upgrade kdd on \
+                 the older side",
+                manifest.format_version
+            ),
+        ));
+    }
+    let mine = sources.join(format!("{source}.bundle"));
+    let previous = std::fs::read(&mine).ok();
+    let (mut names, mut sets, mut times) = stored(&sources, source);
     names.push(source.to_string());
     sets.push(files.clone());
     times.push(i64::MAX);
@@ -199,6 +284,14 @@ fn accept(dir: &Path, source: &str, body: &[u8]) -> Result<PushAnswer, ApiError>
     let index = dir.join("merged").join(INDEX_DIR);
     let up_to_date =
         previous.as_deref() == Some(body) && read_manifest(&index.join("manifest.json")).is_ok();
+    if gone.load(std::sync::atomic::Ordering::SeqCst) {
+        // The request was already answered 408: the push is not applied, as it said.
+        return Err(err(
+            408,
+            "REQUEST_TIMEOUT",
+            "the push was not applied in time",
+        ));
+    }
     if !up_to_date {
         // The merged index first: a push is stored only once it has been served, so a push
         // that cannot be installed never blocks the pushes after it.
@@ -250,5 +343,37 @@ async fn pull(State(st): State<AppState>, Extension(rid): Extension<Rid>) -> Res
             .into_response(),
         Ok(Err(e)) => Fail(e, rid).into_response(),
         Err(_) => Fail(ApiError::internal(), rid).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(files: u32) -> Vec<u8> {
+        let mut b = bundle::MAGIC.to_vec();
+        b.extend_from_slice(&files.to_le_bytes());
+        b
+    }
+
+    /// Red team, nineteenth round: the store had no bound, and three pushes of 150,000 files
+    /// took a server to 3.9 GB. The bounds are read from the bundles' headers.
+    #[test]
+    fn a_push_over_the_store_bounds_is_refused_before_it_is_decoded() {
+        let dir = tempfile::tempdir().unwrap();
+        let sources = dir.path();
+        assert!(check_bounds(sources, "a", &header(10)).is_ok());
+        for i in 0..MAX_SOURCES {
+            std::fs::write(sources.join(format!("s{i}.bundle")), header(1)).unwrap();
+        }
+        let e = check_bounds(sources, "new", &header(1)).unwrap_err();
+        assert!(e.to_string().contains("at most 64 sources"), "{e}");
+        // A source already stored replaces its own push.
+        assert!(check_bounds(sources, "s0", &header(1)).is_ok());
+        std::fs::remove_file(sources.join("s1.bundle")).unwrap();
+        let big = (MAX_STORED_FILES - MAX_SOURCES + 2) as u32;
+        let e = check_bounds(sources, "new", &header(big)).unwrap_err();
+        assert!(e.to_string().contains("files, over"), "{e}");
+        assert!(check_bounds(sources, "new", &header(big - 1)).is_ok());
     }
 }

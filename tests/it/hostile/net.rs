@@ -449,10 +449,9 @@ fn http_a_body_declared_over_the_limit_is_refused_before_it_is_read() {
     assert_eq!(srv.health("127.0.0.1").0, 200);
 }
 
-#[test]
-fn mcp_answers_an_oversized_line_cut_off_by_the_end_of_input() {
-    let r = Repo::new();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kdd"))
+/// The real `kdd mcp` on `r`, stdin and stdout piped.
+fn spawn_mcp(r: &Repo) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_kdd"))
         .arg("-C")
         .arg(&r.dir)
         .arg("mcp")
@@ -460,7 +459,13 @@ fn mcp_answers_an_oversized_line_cut_off_by_the_end_of_input() {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn mcp_answers_an_oversized_line_cut_off_by_the_end_of_input() {
+    let r = Repo::new();
+    let mut child = spawn_mcp(&r);
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n");
@@ -477,15 +482,7 @@ fn mcp_answers_an_oversized_line_cut_off_by_the_end_of_input() {
 #[test]
 fn mcp_refuses_a_line_of_millions_of_values_without_parsing_it() {
     let r = Repo::new();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kdd"))
-        .arg("-C")
-        .arg(&r.dir)
-        .arg("mcp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_mcp(&r);
     let pid = child.id();
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || {
