@@ -51,13 +51,18 @@ struct Index {
 }
 
 fn read_index(repo: &gix::Repository, rev: &str) -> Result<Index, Error> {
+    index_from_files(rev, read_artifacts(repo, rev)?)
+}
+
+/// The artifact files of the `.kdd-index/` of `rev` (path relative to it → bytes). Only
+/// artifact paths are read, each bounded by its object header: a tree can hold any blob under
+/// `.kdd-index/` (red team, nineteenth round: a 1 GiB blob on a sync ref was inflated whole).
+pub fn read_artifacts(repo: &gix::Repository, rev: &str) -> Result<Vec<(String, Vec<u8>)>, Error> {
     let entries = git::tree_entries(repo, rev, crate::artifact::INDEX_DIR)?;
     let mut files = Vec::with_capacity(entries.len());
     let max = crate::artifact::MAX_ARTIFACT_BYTES;
     for (path, id) in &entries {
         let rel = path[crate::artifact::INDEX_DIR.len() + 1..].to_string();
-        // Only artifacts are read, each bounded: a tree can hold any blob under `.kdd-index/`
-        // (red team, nineteenth round: a 1 GiB blob on a sync ref was inflated whole).
         if !crate::artifact::is_artifact_rel(&rel) {
             continue;
         }
@@ -70,7 +75,7 @@ fn read_index(repo: &gix::Repository, rev: &str) -> Result<Index, Error> {
         };
         files.push((rel, bytes));
     }
-    index_from_files(rev, files)
+    Ok(files)
 }
 
 /// Read an index from its files (path relative to `.kdd-index/` → bytes); `name` labels errors.

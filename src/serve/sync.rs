@@ -52,10 +52,8 @@ fn declared_files(path: &Path) -> usize {
     use std::io::Read;
     let mut head = [0u8; 12];
     match std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)) {
-        Ok(()) if &head[..8] == bundle::MAGIC => {
-            u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize
-        }
-        _ => 0,
+        Ok(()) => bundle::declared_files(&head).unwrap_or(0),
+        Err(_) => 0,
     }
 }
 
@@ -63,11 +61,7 @@ fn declared_files(path: &Path) -> usize {
 /// [`MAX_STORED_FILES`]), before anything is decoded.
 fn check_bounds(sources: &Path, source: &str, body: &[u8]) -> Result<(), ApiError> {
     let mut others = 0;
-    let mut files = if body.len() >= 12 && &body[..8] == bundle::MAGIC {
-        u32::from_le_bytes([body[8], body[9], body[10], body[11]]) as usize
-    } else {
-        0
-    };
+    let mut files = bundle::declared_files(body).unwrap_or(0);
     for e in std::fs::read_dir(sources).into_iter().flatten().flatten() {
         let p = e.path();
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");

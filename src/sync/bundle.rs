@@ -25,6 +25,14 @@ pub const MAX_PATH: usize = 1024;
 /// Content type of a bundle body.
 pub const CONTENT_TYPE: &str = "application/x-kdd-index";
 
+/// The file count a bundle's header declares (its first 12 bytes), without decoding the rest.
+pub fn declared_files(head: &[u8]) -> Option<usize> {
+    match head.get(..12)? {
+        h if &h[..8] == MAGIC => Some(u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize),
+        _ => None,
+    }
+}
+
 /// Encode files (sorted by path) into one body.
 pub fn encode(files: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
     let size: usize = files.iter().map(|(p, d)| 8 + p.len() + d.len()).sum();

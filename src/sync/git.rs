@@ -222,24 +222,9 @@ fn tree_of(dir: &Path, commit: &str) -> Option<String> {
 
 /// The files of the `.kdd-index/` of a commit (relative to the index root).
 fn files_at(repo: &gix::Repository, commit: &str) -> Result<BTreeMap<String, Vec<u8>>, Error> {
-    let mut out = BTreeMap::new();
-    for (path, id) in git::tree_entries(repo, commit, TREE_DIR).map_err(gix_err)? {
-        let rel = path[TREE_DIR.len() + 1..].to_string();
-        if !super::valid_rel(&rel) {
-            continue;
-        }
-        let max = crate::artifact::MAX_ARTIFACT_BYTES;
-        match git::read_blob_within(repo, id, max).map_err(gix_err)? {
-            Some(bytes) => out.insert(rel, bytes),
-            None => {
-                return Err(Error::BadBundle(format!(
-                    "{path} at {commit} is larger than {} MiB, not a kdd artifact",
-                    max >> 20
-                )))
-            }
-        };
-    }
-    Ok(out)
+    Ok(crate::merge::refs::read_artifacts(repo, commit)?
+        .into_iter()
+        .collect())
 }
 
 /// Merge the local snapshot commit with the fetched remote tip (BR-MERGE-001).
