@@ -295,7 +295,8 @@ fn relation(
     }
     let confidence = r.confidence.as_f64().ok_or("confidence is not a number")?;
     if !(0.0..=1.0).contains(&confidence) {
-        return Err(format!("confidence {confidence} is outside 0–1"));
+        // The number in short form (`1e+308`), not expanded to hundreds of digits.
+        return Err(format!("confidence {} is outside 0–1", r.confidence));
     }
     let reason = match r.reason {
         None | Some(serde_json::Value::Null) => None,
@@ -335,6 +336,7 @@ mod tests {
   {"target": "Nope", "type": "AFFECTS", "confidence": 0.5},
   {"target": "Entity:B", "type": "X-Y", "confidence": 0.5},
   {"target": "Entity:B", "type": "USES", "confidence": 1.5},
+  {"target": "Entity:B", "type": "USES", "confidence": 1e308},
   {"target": "Entity:A", "type": "USES", "confidence": 0.5}
 ], "impact": ["billing"], "extra": 1}
 ```"#;
@@ -342,8 +344,9 @@ mod tests {
         assert_eq!(a.summary, "Orders.");
         assert_eq!(a.relations.len(), 1);
         assert_eq!(a.relations[0].edge_type, "AFFECTS");
-        assert_eq!(w.len(), 4, "{w:?}");
+        assert_eq!(w.len(), 5, "{w:?}");
         assert!(w[0].contains("unknown target id \"Nope\""));
+        assert!(w[3].contains("confidence 1e+308 is outside"), "{w:?}");
         for bad in [
             &b"not json"[..],
             b"",
