@@ -17,7 +17,9 @@
 //!   of file descriptors below the cap (a low `ulimit -n`) makes room the same way. So idle
 //!   sockets, however many, never stop `/health`.
 //! - **Request deadline**: a request, body read included, is answered within
-//!   [`Limits::request_timeout`] (408 past it) so a slow body cannot hold a slot forever.
+//!   [`Limits::request_timeout`] (408 past it) so a slow body cannot hold a slot forever. A
+//!   handler about to make a lasting change claims the request's [`Commitment`] first: past
+//!   that point its answer is awaited and given, never a 408 for a change that was made.
 //! - **Request line**: a connection's first request line longer than [`MAX_REQUEST_LINE`] is
 //!   answered `414` with a JSON body by us (hyper's own 414, past 64 KiB, has none); later
 //!   requests on the connection are held to the same bound by the router.
@@ -208,6 +210,35 @@ impl hyper::body::Body for Receiving {
 impl Drop for Receiving {
     fn drop(&mut self) {
         self.arrived();
+    }
+}
+
+/// A request's point of no return (a request extension): a handler claims it before a lasting
+/// change, the deadline abandons it before answering 408, and only the first of the two wins.
+#[derive(Debug, Clone, Default)]
+pub struct Commitment(Arc<std::sync::atomic::AtomicU8>);
+
+impl Commitment {
+    const OPEN: u8 = 0;
+    const CLAIMED: u8 = 1;
+    const ABANDONED: u8 = 2;
+
+    fn settle(&self, to: u8) -> bool {
+        let (o, s) = (Ordering::AcqRel, Ordering::Acquire);
+        match self.0.compare_exchange(Self::OPEN, to, o, s) {
+            Ok(_) => true,
+            Err(now) => now == to,
+        }
+    }
+
+    /// The handler's claim: false when the deadline has already answered 408 (make no change).
+    pub fn claim(&self) -> bool {
+        self.settle(Self::CLAIMED)
+    }
+
+    /// The deadline's side: false when the handler has claimed (await its answer instead).
+    fn abandon(&self) -> bool {
+        self.settle(Self::ABANDONED)
     }
 }
 
@@ -458,15 +489,23 @@ impl Connection {
             hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
                 let guard = InFlight::new(&slot, &conns);
                 let app = app.clone();
-                let req = req.map(|b| Body::new(Receiving::new(b, &slot, conns.now_ms())));
+                let mut req = req.map(|b| Body::new(Receiving::new(b, &slot, conns.now_ms())));
+                let point = Commitment::default();
+                req.extensions_mut().insert(point.clone());
                 async move {
                     use tower::ServiceExt;
-                    let answer = app.oneshot(req);
-                    let r = match tokio::time::timeout(limits.request_timeout, answer).await {
-                        Ok(Ok(r)) => r,
-                        Ok(Err(never)) => match never {},
-                        Err(_) => request_timeout_response(),
-                    };
+                    let mut answer = std::pin::pin!(app.oneshot(req));
+                    let r =
+                        match tokio::time::timeout(limits.request_timeout, answer.as_mut()).await {
+                            Ok(Ok(r)) => r,
+                            Ok(Err(never)) => match never {},
+                            Err(_) if point.abandon() => request_timeout_response(),
+                            // Claimed: its change is being made; the answer says how it went.
+                            Err(_) => match answer.await {
+                                Ok(r) => r,
+                                Err(never) => match never {},
+                            },
+                        };
                     drop(guard);
                     Ok::<_, std::convert::Infallible>(r)
                 }
@@ -513,5 +552,20 @@ impl Connection {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Commitment;
+
+    #[test]
+    fn the_first_of_claim_and_abandon_wins() {
+        let p = Commitment::default();
+        assert!(p.claim() && p.claim(), "a claim holds");
+        assert!(!p.abandon(), "the deadline awaits a claimed request");
+        let q = Commitment::default();
+        assert!(q.abandon() && q.abandon());
+        assert!(!q.claim(), "no change after a 408");
     }
 }

@@ -16,11 +16,12 @@
 //! or embedding model does not match the merged index is refused with `PUSH_REJECTED` and
 //! changes nothing; pushes are decoded and merged one at a time (one lock), within bounds
 //! checked from the bundles' headers first ([`MAX_SOURCES`], [`MAX_STORED_FILES`]; 413); a
-//! push answered 408 by the request deadline while it merged is not applied (unless its write
-//! had already begun). Pull answers the index this server
+//! push answered 408 by the request deadline while it merged is not applied, and one whose write
+//! began is answered with its result, never 408 ([`Commitment`]). Pull answers the index this server
 //! serves (the merged one with `--accept-push`), `NO_REMOTE_INDEX` when there is none.
 
 use super::api::ApiError;
+use super::conn::Commitment;
 use super::http::{AppState, Fail, Rid};
 use crate::artifact::{read_manifest, ArtifactPaths, Manifest, FORMAT_VERSION, INDEX_DIR};
 use crate::sync::bundle;
@@ -127,6 +128,7 @@ fn err(status: u16, code: &str, msg: impl Into<String>) -> ApiError {
 async fn push(
     State(st): State<AppState>,
     Extension(rid): Extension<Rid>,
+    point: Option<Extension<Commitment>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -167,17 +169,11 @@ async fn push(
         return Fail(e, rid).into_response();
     }
     let dir = store_dir(&st.engine.settings);
-    // Set when this request future is dropped (answered 408 by the request deadline): the
-    // merge still running then stores nothing.
-    struct Gone(std::sync::Arc<std::sync::atomic::AtomicBool>);
-    impl Drop for Gone {
-        fn drop(&mut self) {
-            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let _gone = Gone(flag.clone());
-    let r = tokio::task::spawn_blocking(move || accept(&dir, &source, &body, &flag)).await;
+    // Claimed before the write: a push the deadline answered 408 first is not applied, and
+    // one whose write began is answered with its result.
+    let point = point.map(|Extension(p)| p).unwrap_or_default();
+    let slow = st.opts.test_delay;
+    let r = tokio::task::spawn_blocking(move || accept(&dir, &source, &body, &point, slow)).await;
     match r {
         Ok(Ok(a)) => super::http::json_ok(&a),
         Ok(Err(e)) => Fail(e, rid).into_response(),
@@ -235,7 +231,8 @@ fn accept(
     dir: &Path,
     source: &str,
     body: &[u8],
-    gone: &std::sync::atomic::AtomicBool,
+    point: &Commitment,
+    slow: std::time::Duration,
 ) -> Result<PushAnswer, ApiError> {
     // One push decoded and merged at a time: memory is bounded by the store's bounds.
     let _g = PUSH_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -278,13 +275,17 @@ fn accept(
     let index = dir.join("merged").join(INDEX_DIR);
     let up_to_date =
         previous.as_deref() == Some(body) && read_manifest(&index.join("manifest.json")).is_ok();
-    if gone.load(std::sync::atomic::Ordering::SeqCst) {
+    if !up_to_date && !point.claim() {
         // The request was already answered 408: the push is not applied, as it said.
         return Err(err(
             408,
             "REQUEST_TIMEOUT",
             "the push was not applied in time",
         ));
+    }
+    if !slow.is_zero() {
+        // Tests only (`KDD_SERVE_TEST_DELAY_MS`): a write that outlasts the request deadline.
+        std::thread::sleep(slow);
     }
     if !up_to_date {
         // The merged index first: a push is stored only once it has been served, so a push

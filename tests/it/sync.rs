@@ -529,7 +529,12 @@ impl Drop for Server {
 }
 
 fn serve(dir: &Path, token: Option<&str>, extra: &[&str]) -> Server {
+    serve_env(dir, token, extra, &[])
+}
+
+fn serve_env(dir: &Path, token: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let mut c = command(env!("CARGO_BIN_EXE_kdd"), dir);
+    c.envs(env.iter().copied());
     c.args([
         "serve",
         "--accept-push",
@@ -775,4 +780,28 @@ fn api_push_of_a_file_inside_another_never_blocks_the_pushes_after_it() {
     let pull = ["--json", "sync", "pull", "--api", url.as_str()];
     let r = ok_json(&kdd_env(&c, &pull, &with_token));
     assert_eq!(r["nodes"], 4, "{r}");
+}
+
+#[test]
+fn api_push_whose_write_outlasts_the_deadline_is_answered_with_its_result() {
+    // Red team, nineteenth round: a push whose write had begun when the request deadline fired
+    // was answered 408 and applied all the same. Past its point of no return a push is now
+    // answered with what happened (the test delay holds the write past a 0.3 s deadline).
+    let tmp = tempfile::tempdir().unwrap();
+    let server_repo = bare(tmp.path(), "server.git");
+    let fast = ["--timeout-ms", "100", "--header-timeout-ms", "100"];
+    let slow = [("KDD_SERVE_TEST_DELAY_MS", "1500")];
+    let srv = serve_env(&server_repo, Some(TOKEN), &fast, &slow);
+    let url = format!("http://{}", srv.addr);
+    let with_token = [("KDD_TOKEN", TOKEN)];
+    let a = indexed(tmp.path(), "a", &team_specs("team-a"), L2);
+    let o = kdd_env(&a, &["--json", "sync", "push", "--api", &url], &with_token);
+    let r = ok_json(&o);
+    assert_eq!(r["nodes"], 3, "{r}");
+    let c = tmp.path().join("c");
+    std::fs::create_dir_all(&c).unwrap();
+    git(&c, &["init", "-q", "-b", "main"]);
+    let pull = ["--json", "sync", "pull", "--api", url.as_str()];
+    let r = ok_json(&kdd_env(&c, &pull, &with_token));
+    assert_eq!(r["nodes"], 3, "the push answered 200 is served: {r}");
 }
