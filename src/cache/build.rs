@@ -8,6 +8,7 @@
 //! whose source or target changed are resolved again (`links.rs`), with the agent's edges (L3,
 //! `agent.rs`). A full build is the same sequence over empty tables.
 
+use super::indexed::Versions;
 use super::links::{Delta, Slim};
 use super::parse::parse_spec_full;
 pub use super::parse::{parse_spec, strip_links};
@@ -69,7 +70,7 @@ type Loaded = Result<(NodeRecord, Vec<LoadedVector>, Problems), String>;
 /// Load one spec's record from its artifacts and its source file.
 fn load_record(
     index_dir: &Path,
-    (repo_root, left_out): (&Path, &LeftOut),
+    (repo_root, left_out, versions): (&Path, &LeftOut, &Versions),
     roots: &crate::roots::Roots,
     stem: &str,
 ) -> Loaded {
@@ -95,6 +96,20 @@ fn load_record(
     // The checked path is read under the one rule (`crate::source`): never a link or a device;
     // a spec that cannot be read is a stale node.
     let bytes = crate::source::read_checked(repo_root, &rel);
+    // A spec edited since it was indexed is read as git holds its indexed version
+    // (`indexed.rs`): the text never depends on uncommitted edits or conflict markers.
+    let indexed = |now: Option<&[u8]>| {
+        let same =
+            |b: &[u8]| crate::spec::same_content(&crate::spec::content_hash(b), &node.source_hash);
+        match now {
+            Some(b) if same(b) => None,
+            _ => versions.find(&rel, &node.source_hash),
+        }
+    };
+    let bytes = match bytes {
+        Ok(b) => Ok(indexed(Some(&b)).unwrap_or(b)),
+        Err(e) => indexed(None).ok_or(e),
+    };
     let (fields, sections, stale, extracted) = match bytes {
         Ok(bytes) => {
             let stale =
@@ -336,9 +351,10 @@ fn load_changed(
         .map(|(stem, _)| stem)
         .collect();
     let left_out = LeftOut::new();
+    let versions = Versions::new(repo_root);
     todo.par_iter()
         .map(|stem| {
-            let rec = load_record(index_dir, (repo_root, &left_out), roots, stem);
+            let rec = load_record(index_dir, (repo_root, &left_out, &versions), roots, stem);
             ((*stem).clone(), rec)
         })
         .collect()

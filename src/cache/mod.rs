@@ -28,6 +28,7 @@ pub mod build;
 pub mod check;
 mod doctr;
 mod gen;
+mod indexed;
 pub mod lang;
 mod links;
 mod parse;

@@ -40,7 +40,8 @@ pub struct NodeRecord {
     pub sections: Vec<SectionText>,
     /// Links as written (resolved globally into `fwd`/`rev`).
     pub links: Vec<LinkRecord>,
-    /// The spec's bytes no longer match `source_hash` (or the spec is missing).
+    /// The text is not the indexed version's: the spec's bytes no longer match `source_hash`
+    /// and git holds no copy that does (or the spec is missing).
     pub stale: bool,
     /// Artifact stem (`entity/Pedido`) the record came from.
     pub stem: String,

@@ -315,6 +315,23 @@ pub fn head_blob(repo: &gix::Repository, path: &str) -> Option<ObjectId> {
     entry.mode().is_blob().then(|| entry.object_id())
 }
 
+/// The blobs git holds for the regular file `path`: its staged entries (every stage of a
+/// conflict: base, ours, theirs) and `HEAD`'s. Links are never among them.
+pub fn known_blobs(repo: &gix::Repository, index: &gix::index::File, path: &str) -> Vec<ObjectId> {
+    use gix::{bstr::ByteSlice, index::entry::Mode};
+    let staged = index
+        .entry_range(path.as_bytes().as_bstr())
+        .map_or(&[][..], |r| &index.entries()[r]);
+    let file = |m: Mode| m == Mode::FILE || m == Mode::FILE_EXECUTABLE;
+    let mut ids: Vec<ObjectId> = staged
+        .iter()
+        .filter(|e| file(e.mode))
+        .map(|e| e.id)
+        .collect();
+    ids.extend(head_blob(repo, path).filter(|h| !ids.contains(h)));
+    ids
+}
+
 /// Every regular file under `prefix` at `rev` with its bytes (for bare repositories: `serve`,
 /// `verify`); symbolic links are never read.
 pub fn read_tree_files(

@@ -1667,3 +1667,72 @@ fn l2_hook_embeds_changed_specs_and_l1_keeps_vectors() {
     assert!(r.exists(".kdd-index/embeddings/entity/Usuario.bin"));
     verify(&r, "HEAD");
 }
+
+/// `kdd --json query Q`'s results as (id, snippet) and its warning codes.
+fn answer(r: &Repo, q: &str) -> (Vec<(String, String)>, Vec<String>) {
+    let o = r.kdd(&["--json", "query", q, "--limit", "3"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    let res = v["results"].as_array().cloned().unwrap_or_default();
+    let codes = v["warnings"].as_array().cloned().unwrap_or_default();
+    (
+        res.iter()
+            .map(|x| (x["node_id"].to_string(), x["snippet"].to_string()))
+            .collect(),
+        codes.iter().map(|w| w["code"].to_string()).collect(),
+    )
+}
+
+#[test]
+fn the_cache_reads_the_indexed_version_not_uncommitted_edits_or_conflicts() {
+    // Red team, twentieth round: the cache took a spec's text from the work tree when the
+    // spec's artifacts changed; an uncommitted edit present then (or a merge's conflict
+    // markers) stayed in every answer after `git stash` / `git merge --abort` put the file back.
+    let r = installed();
+    let f = "specs/01-domain/entities/Usuario.md";
+    r.write(f, &entity("Usuario", "committedword"));
+    r.git(&["commit", "-q", "-am", "edit"]);
+    r.write(f, &entity("Usuario", "discardedword"));
+    let quoted = |q: &str| answer(&r, q).0.iter().any(|(_, s)| s.contains(q));
+    // While the edit is uncommitted: the indexed text answers, with the stale warning.
+    let (hits, codes) = answer(&r, "committedword");
+    assert!(
+        hits.iter().any(|(id, _)| id.contains("Usuario")),
+        "{hits:?}"
+    );
+    assert!(codes.iter().any(|c| c.contains("STALE_SPECS")), "{codes:?}");
+    assert!(!quoted("discardedword"), "uncommitted text answered");
+    r.git(&["stash", "-q"]);
+    assert!(!quoted("discardedword"), "stashed text answered");
+    let (_, codes) = answer(&r, "committedword");
+    assert!(
+        !codes.iter().any(|c| c.contains("STALE_SPECS")),
+        "{codes:?}"
+    );
+
+    // A merge stopped on a conflict in a spec, queried, then aborted.
+    r.git(&["checkout", "-q", "-b", "other"]);
+    r.write(f, &entity("Usuario", "othersideword"));
+    r.git(&["commit", "-q", "-am", "other side"]);
+    r.git(&["checkout", "-q", "main"]);
+    r.write(f, &entity("Usuario", "mainsideword"));
+    r.git(&["commit", "-q", "-am", "main side"]);
+    let o = r.git_out(&["merge", "-q", "other"]);
+    assert!(!o.status.success(), "the merge conflicts");
+    assert!(
+        r.read(f).contains("<<<<<<<"),
+        "conflict markers in the tree"
+    );
+    // The index says which side's node it holds; the answer quotes that side alone.
+    let (hits, _) = answer(&r, "othersideword mainsideword");
+    assert!(!hits.is_empty());
+    for (_, s) in &hits {
+        assert!(
+            !(s.contains("othersideword") && s.contains("mainsideword")),
+            "{s}"
+        );
+        assert!(!s.contains("<<<<") && !s.contains(">>>>"), "{s}");
+    }
+    r.git(&["merge", "--abort"]);
+    assert!(!quoted("othersideword"), "aborted merge's text answered");
+    assert!(quoted("mainsideword"));
+}
