@@ -401,9 +401,9 @@ impl Engine {
             }
         }
         let (_, repo_root, _) = self.paths();
-        let on_disk = bare::specs_in(&repo_root, &self.settings.specs_root);
-        let roots =
-            crate::roots::Roots::new(&self.settings.specs_root, &loaded.cache.manifest().docs);
+        let specs_root = self.specs_root_of(Some(loaded));
+        let on_disk = bare::specs_in(&repo_root, &specs_root);
+        let roots = crate::roots::Roots::new(&specs_root, &loaded.cache.manifest().docs);
         let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
         let mut scan = StaleScan::default();
         let mut seen = BTreeSet::new();
@@ -489,8 +489,24 @@ impl Engine {
 
     /// The directory spec paths are confined to (the specs root of the served tree).
     pub fn specs_dir(&self) -> PathBuf {
-        let (_, repo_root, _) = self.paths();
-        repo_root.join(&self.settings.specs_root)
+        self.paths().1.join(self.specs_root())
+    }
+
+    /// The specs root of the served index (relative to [`Engine::tree_root`]).
+    pub fn specs_root(&self) -> String {
+        self.specs_root_of(self.peek().as_deref())
+    }
+
+    /// In a work tree, the loaded index's (a branch switch may move it); the mirror's otherwise.
+    fn specs_root_of(&self, loaded: Option<&Loaded>) -> String {
+        let manifest = loaded.map(|l| l.cache.manifest().specs_root.as_str());
+        match (
+            &self.source,
+            manifest.and_then(crate::config::normalize_rel),
+        ) {
+            (Source::WorkTree { .. }, Some(root)) => root,
+            _ => self.settings.specs_root.clone(),
+        }
     }
 
     /// The root `source_file` paths are relative to.

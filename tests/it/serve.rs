@@ -278,6 +278,38 @@ fn mcp_session_over_stdio() {
 }
 
 #[test]
+fn mcp_follows_a_branch_whose_index_has_another_specs_root() {
+    // Red team, twentieth round: a running server kept the specs root it started with; after
+    // checking out a branch whose committed manifest moved the specs (`specs/` → `kb/`) every
+    // spec was reported stale and `kdd_read` by path failed.
+    let r = indexed_repo();
+    r.git(&["switch", "-q", "-c", "moved"]);
+    r.git(&["mv", "specs", "kb"]);
+    let o = r.kdd(&["index", "--specs", "kb"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "specs moved"]);
+    r.git(&["switch", "-q", "main"]);
+    let mut m = Mcp::start(&r.dir);
+    m.initialize();
+    let (err, st) = m.call("kdd_status", json!({}));
+    assert!(!err && st["stale_total"] == 0, "{st}");
+    r.git(&["switch", "-q", "moved"]);
+    let (err, st) = m.call("kdd_status", json!({}));
+    assert!(!err, "{st}");
+    assert_eq!(st["manifest"]["specs_root"], "kb", "{st}");
+    assert_eq!(st["stale_total"], 0, "{st}");
+    assert_eq!(st["unindexed_total"], 0, "{st}");
+    let (err, rd) = m.call(
+        "kdd_read",
+        json!({"path": "01-domain/rules/BR-PRECIO-001.md"}),
+    );
+    assert!(!err, "{rd}");
+    assert_eq!(rd["node_id"], "BR:BR-PRECIO-001");
+    assert_eq!(rd["stale"], false, "{rd}");
+}
+
+#[test]
 fn mcp_answers_stay_within_budget() {
     let r = Repo::new();
     for i in 0..120 {

@@ -111,7 +111,8 @@ fn by_path(
     // The `source_file` every other tool returns (`specs/01-domain/…`, relative to the
     // repository) names the same file, unless the specs root really holds that path.
     let path = path.trim();
-    let root = engine.settings.specs_root.as_str();
+    let specs_root = engine.specs_root();
+    let root = specs_root.as_str();
     let path = match path.strip_prefix(root).and_then(|r| r.strip_prefix('/')) {
         Some(rest) if !root.is_empty() && !specs.join(path).exists() => rest,
         _ => path,
@@ -120,7 +121,6 @@ fn by_path(
     // one reading rule (`crate::source`): no link is followed, even inside the root.
     super::super::confined_path(&specs, path)?;
     let norm = crate::config::normalize_rel(path.trim()).unwrap_or_default();
-    let specs_root = engine.settings.specs_root.as_str();
     let rel = if specs_root.is_empty() {
         norm
     } else {
@@ -134,7 +134,7 @@ fn by_path(
     if let Some(r) = id.and_then(|id| snap.node(&id).ok().flatten()) {
         return Ok(Ok(r));
     }
-    if crate::source::Ignore::load(&engine.tree_root(), specs_root).ignores(&rel) {
+    if crate::source::Ignore::load(&engine.tree_root(), &specs_root).ignores(&rel) {
         return Err(ApiError::new(
             404,
             "SPEC_NOT_FOUND",
@@ -143,7 +143,7 @@ fn by_path(
     }
     use crate::source::Error as E;
     let bytes =
-        crate::source::read_spec(&engine.tree_root(), &rel, specs_root).map_err(|e| match e {
+        crate::source::read_spec(&engine.tree_root(), &rel, &specs_root).map_err(|e| match e {
             E::TooLarge { .. } => ApiError::bad("SPEC_TOO_LARGE", "spec file over the size limit"),
             E::Io { .. } => ApiError::new(
                 404,
