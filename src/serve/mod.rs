@@ -11,6 +11,8 @@
 pub mod api;
 pub mod bare;
 pub mod conn;
+pub use fresh::{Freshness, StaleScan};
+mod fresh;
 mod guard;
 pub mod http;
 pub mod mcp;
@@ -22,8 +24,7 @@ pub mod sync;
 use crate::cache::{self, Cache, OpenOptions};
 use crate::config::Settings;
 use api::ApiError;
-use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -62,37 +63,6 @@ pub struct Loaded {
     pub opened: std::time::SystemTime,
 }
 
-/// Result of comparing the specs on disk with the index.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct StaleScan {
-    /// Indexed specs whose bytes changed since they were indexed (or that are gone).
-    pub stale_specs: Vec<String>,
-    /// Spec files with no node in the index.
-    pub unindexed_specs: Vec<String>,
-}
-
-/// Freshness stated in every MCP answer (and `kdd_status`).
-#[derive(Debug, Clone, Serialize)]
-pub struct Freshness {
-    /// `L1` (graph + lexical) or `L2` (with embeddings).
-    pub level: String,
-    pub nodes: usize,
-    /// True when the cache matches `.kdd-index/` and every spec matches its node.
-    pub fresh: bool,
-    /// The cache was rebuilt/updated for this call (a re-index was picked up).
-    pub reloaded: bool,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub stale_specs: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub unindexed_specs: Vec<String>,
-    /// Commit served (bare repositories / `--ref`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub commit: Option<String>,
-    /// What to do when not fresh.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hint: Option<String>,
-}
-
 /// File stamp memo for the stale scan: path → (len, mtime, hash).
 type Memo = BTreeMap<String, (u64, i128, String)>;
 
@@ -111,6 +81,12 @@ pub struct Engine {
     /// semantic query, or at start with `KDD_EMBED_PRELOAD=1`) and shared by every request
     /// task and across reloads. Never another process: nothing here can go stale when idle.
     embedder: Mutex<Option<Arc<dyn crate::embed::QueryEmbedder>>>,
+    /// Set while a changed index is being loaded: answers given meanwhile come from the
+    /// previous state, and say so ([`Freshness::refreshing`]).
+    loading: std::sync::atomic::AtomicBool,
+    /// Why the last refresh failed while the previous state kept answering (no index on a
+    /// branch switched to, an unreadable manifest): stated in [`Freshness::reload_failed`].
+    reload_failed: Mutex<Option<String>>,
 }
 
 /// `KDD_EMBED_PRELOAD=1`: load the model at start rather than on the first semantic query.
@@ -153,6 +129,8 @@ impl Engine {
             memo: Mutex::new(Memo::new()),
             last_scan: Mutex::new(None),
             embedder: Mutex::new(None),
+            loading: Default::default(),
+            reload_failed: Mutex::new(None),
         }
     }
 
@@ -220,6 +198,8 @@ impl Engine {
         let cur = self.peek();
         let res = self.check(cur.as_ref());
         *self.last_check.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        *self.reload_failed.lock().unwrap_or_else(|e| e.into_inner()) =
+            res.as_ref().err().map(|e| e.message.clone());
         match res {
             Ok(None) => Ok((cur.expect("checked state exists"), false)),
             Ok(Some(new)) => {
@@ -315,6 +295,8 @@ impl Engine {
             return Ok(None);
         }
         let t0 = Instant::now();
+        let _loading = fresh::Loading::start(&self.loading);
+        fresh::test_load_delay();
         let mut cache = Cache::open_paths(&index_dir, &repo_root, &root, &OpenOptions::default())
             .map_err(|e| {
             log(&format!("cannot open the index: {e}"));
@@ -386,104 +368,6 @@ impl Engine {
                 log(&format!("semantic search unavailable: {reason}"));
                 cache.set_embedder_unavailable(reason.to_string());
             }
-        }
-    }
-
-    /// Compare every spec file with its node's source hash (memoised by size + mtime, so a
-    /// repeat scan only stats). `max_age`: reuse a scan younger than this.
-    pub fn stale_scan(&self, loaded: &Loaded, max_age: Duration) -> StaleScan {
-        if matches!(self.source, Source::Pushed { .. }) {
-            return StaleScan::default(); // pushed indexes come without specs to compare
-        }
-        if let Some((t, s)) = &*self.last_scan.lock().unwrap_or_else(|e| e.into_inner()) {
-            if t.elapsed() < max_age {
-                return s.clone();
-            }
-        }
-        let (_, repo_root, _) = self.paths();
-        let specs_root = self.specs_root_of(Some(loaded));
-        let on_disk = bare::specs_in(&repo_root, &specs_root);
-        let roots = crate::roots::Roots::new(&specs_root, &loaded.cache.manifest().docs);
-        let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
-        let mut scan = StaleScan::default();
-        let mut seen = BTreeSet::new();
-        for (file, hash) in &loaded.files {
-            seen.insert(file.as_str());
-            let abs = repo_root.join(file);
-            // Committed paths are checked before any stat or read (see `crate::source`).
-            let checked = crate::roots::check_source(file, &roots);
-            let Ok(md) = checked.and_then(|_| {
-                std::fs::symlink_metadata(&abs).map_err(|source| crate::source::Error::Io {
-                    path: file.clone(),
-                    source,
-                })
-            }) else {
-                scan.stale_specs.push(crate::source::printable(file));
-                continue;
-            };
-            let mtime = md
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| d.as_nanos() as i128)
-                .unwrap_or(0);
-            let h = match memo.get(file) {
-                Some((l, m, h)) if *l == md.len() && *m == mtime => h.clone(),
-                _ => {
-                    let h = crate::roots::hash_source(&repo_root, file, &roots).unwrap_or_default();
-                    memo.insert(file.clone(), (md.len(), mtime, h.clone()));
-                    h
-                }
-            };
-            if !crate::spec::same_content(&h, hash) {
-                scan.stale_specs.push(file.clone());
-            }
-        }
-        scan.unindexed_specs = on_disk
-            .iter()
-            .filter(|p| !seen.contains(p.as_str()))
-            .cloned()
-            .collect();
-        *self.last_scan.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((Instant::now(), scan.clone()));
-        scan
-    }
-
-    /// Freshness of a state, for answers. `full`: include every stale path (else at most 20).
-    pub fn freshness(&self, loaded: &Loaded, reloaded: bool, full: bool) -> Freshness {
-        let scan = self.stale_scan(loaded, self.check_interval);
-        let cap = if full { usize::MAX } else { 20 };
-        let mut stale = scan.stale_specs.clone();
-        stale.extend(loaded.rederived.iter().cloned());
-        stale.sort();
-        stale.dedup();
-        let fresh = stale.is_empty() && scan.unindexed_specs.is_empty();
-        let hint = (!fresh).then(|| match self.source {
-            Source::WorkTree { .. } => {
-                "some specs changed since they were indexed: run `kdd index` (answers use the last \
-                 index for those specs)"
-                    .to_string()
-            }
-            Source::Pushed { .. } => {
-                "served from indexes pushed with `kdd sync push`: the specs' text is not on this \
-                 server, so answers carry ids, titles, links and vectors only"
-                    .to_string()
-            }
-            Source::Tree(_) => {
-                "the pushed .kdd-index/ did not match the pushed specs; the server re-derived \
-                 those specs (L1). Run `kdd verify` in CI and `kdd index` locally."
-                    .to_string()
-            }
-        });
-        Freshness {
-            level: format!("{:?}", loaded.cache.level()),
-            nodes: loaded.nodes,
-            fresh,
-            reloaded,
-            stale_specs: stale.into_iter().take(cap).collect(),
-            unindexed_specs: scan.unindexed_specs.into_iter().take(cap).collect(),
-            commit: loaded.commit.clone(),
-            hint,
         }
     }
 

@@ -54,8 +54,17 @@ struct Stamped<T: Serialize> {
     freshness: super::Freshness,
 }
 
-/// Add a `STALE_SPECS` warning for `fresh`'s stale specs unless the answer has one.
+/// Add a `STALE_SPECS` warning for `fresh`'s stale specs unless the answer has one, and
+/// `INDEX_REFRESHING` / `INDEX_RELOAD_FAILED` when the answer comes from the previous index
+/// while a new one loads / because the changed one could not be loaded.
 fn stale(warnings: &mut Vec<crate::query::Warning>, fresh: &super::Freshness) {
+    if fresh.refreshing {
+        warnings.push(super::fresh::refreshing_warning());
+    }
+    if fresh.reload_failed.is_some() {
+        let why = fresh.reload_failed.as_deref();
+        warnings.push(super::fresh::reload_failed_warning(why));
+    }
     if warnings.iter().any(|w| w.code == "STALE_SPECS") {
         return;
     }
@@ -138,8 +147,9 @@ pub(super) async fn context_hints(
     // Its warnings are plain messages (QRY-007's shape): the `STALE_SPECS` one by its message.
     let r = r.map(|r| {
         r.map(|(mut v, fresh)| {
-            let w = crate::query::Warning::stale_specs(&fresh.stale_specs);
-            v.warnings.extend(w.map(|w| w.message));
+            let mut w = Vec::new();
+            stale(&mut w, &fresh);
+            v.warnings.extend(w.into_iter().map(|w| w.message));
             v
         })
     });

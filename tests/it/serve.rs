@@ -711,6 +711,58 @@ fn http_api_on_loopback() {
 }
 
 #[test]
+fn http_answers_from_the_previous_index_say_so() {
+    // Red team, twentieth round: while one request loaded a changed index (a branch switch),
+    // others were answered from the previous one without a word (`/context` said nothing);
+    // with the index gone, answers from the last one said `fresh: true`.
+    let r = indexed_repo();
+    let slow = [("KDD_SERVE_TEST_LOAD_DELAY_MS", "2000")];
+    let args = ["--bind", "127.0.0.1:0", "--check-interval-ms", "0"];
+    let srv = Server::start(&r.dir, &args, &slow).expect("serve");
+    let port = srv.port();
+    let q = r#"{"query":"pedido","mode":"lexical"}"#;
+    let first = post(port, "/v1/retrieve/search", q);
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert!(!first.body.contains("INDEX_REFRESHING"), "{}", first.body);
+    r.write(
+        "specs/01-domain/rules/BR-NUEVO-001.md",
+        &spec(
+            "business-rule",
+            "BR-NUEVO-001",
+            "Regla nueva",
+            "## Declaración\n\nUn pedido nuevo.\n",
+        ),
+    );
+    index(&r);
+    let loader = std::thread::spawn(move || post(port, "/v1/retrieve/search", q));
+    std::thread::sleep(Duration::from_millis(700));
+    for (path, body) in [
+        ("/v1/retrieve/search", q),
+        ("/v1/retrieve/context", r#"{"query":"pedido"}"#),
+    ] {
+        let a = post(port, path, body);
+        assert_eq!(a.status, 200, "{}", a.body);
+        assert!(a.body.contains("INDEX_REFRESHING"), "{path}: {}", a.body);
+        assert!(!a.body.contains("BR-NUEVO-001"), "{}", a.body);
+    }
+    let loaded = loader.join().unwrap();
+    assert_eq!(loaded.status, 200, "{}", loaded.body);
+    assert!(loaded.body.contains("BR-NUEVO-001"), "{}", loaded.body);
+    assert!(!loaded.body.contains("INDEX_REFRESHING"), "{}", loaded.body);
+    assert_eq!(loaded.json()["freshness"]["fresh"], true, "{}", loaded.body);
+    // The index gone (a branch from before kdd): the last one answers, and says why.
+    std::fs::remove_dir_all(r.dir.join(".kdd-index")).unwrap();
+    let gone = post(port, "/v1/retrieve/search", q);
+    assert_eq!(gone.status, 200, "{}", gone.body);
+    assert!(gone.body.contains("INDEX_RELOAD_FAILED"), "{}", gone.body);
+    assert_eq!(gone.json()["freshness"]["fresh"], false, "{}", gone.body);
+    index(&r);
+    let back = post(port, "/v1/retrieve/search", q);
+    assert!(!back.body.contains("INDEX_RELOAD_FAILED"), "{}", back.body);
+    assert_eq!(back.json()["freshness"]["fresh"], true, "{}", back.body);
+}
+
+#[test]
 fn http_answers_say_when_a_spec_changed_after_the_cache_was_built() {
     // The cache is built, then a spec is edited without `kdd index`: every HTTP read path says
     // so, as MCP does (the cache's own figure dates from its build and did not).
