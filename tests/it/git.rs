@@ -1736,3 +1736,42 @@ fn the_cache_reads_the_indexed_version_not_uncommitted_edits_or_conflicts() {
     assert!(!quoted("othersideword"), "aborted merge's text answered");
     assert!(quoted("mainsideword"));
 }
+
+#[test]
+fn checking_out_a_branch_from_before_kdd_never_blocks_switching_back() {
+    // Red team, twentieth round: post-checkout re-derived and staged a whole index on a branch
+    // with none committed, and `git switch -` then refused to overwrite those staged files.
+    let r = Repo::new();
+    r.write("README.md", "demo\n");
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "a0"),
+    );
+    r.git(&["add", "."]);
+    r.git(&["commit", "-q", "-m", "specs before kdd"]);
+    r.git(&["branch", "old-feature"]);
+    let o = r.kdd(&["install"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-q", "-m", "adopt kdd"]);
+    r.write(
+        "specs/01-domain/entities/Usuario.md",
+        &entity("Usuario", "main moves on"),
+    );
+    r.git(&["commit", "-q", "-am", "main moves on"]);
+    let o = r.git_out(&["checkout", "-q", "old-feature"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(
+        text(&o).1.contains("no committed .kdd-index/"),
+        "{:?}",
+        text(&o)
+    );
+    assert_eq!(
+        r.git(&["status", "--porcelain"]),
+        "",
+        "nothing staged or left"
+    );
+    let o = r.git_out(&["switch", "-q", "-"]);
+    assert!(o.status.success(), "switching back: {:?}", text(&o));
+    verify(&r, "HEAD");
+}

@@ -75,21 +75,8 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
             }
             Some("commit")
         }
-        "post-checkout" => {
-            // Only branch switches (flag 1) that moved HEAD, never in the middle of a rebase.
-            let branch = args.args.get(2).map(String::as_str) == Some("1");
-            let moved = args.args.first() != args.args.get(1);
-            let rebasing = crate::git::rebase_in_progress(&settings.repo_root);
-            if !branch
-                || !moved
-                || rebasing
-                || std::env::var_os("GIT_REFLOG_ACTION")
-                    .is_some_and(|a| a.to_string_lossy().starts_with("rebase"))
-            {
-                return Ok(ExitStatus::Success);
-            }
-            Some("checkout")
-        }
+        "post-checkout" if !heals_checkout(&settings, args) => return Ok(ExitStatus::Success),
+        "post-checkout" => Some("checkout"),
         "post-receive" => return Ok(ExitStatus::Success),
         other => {
             output::warn(&format!("kdd-hook: unknown hook `{other}`; nothing to do"));
@@ -128,10 +115,8 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
 /// driver. A hook reaching any other (a `core.hooksPath` shared by every repository) does
 /// nothing: it never writes an index nobody asked for.
 fn uses_kdd(settings: &crate::config::Settings) -> bool {
-    let manifest = format!("{}/manifest.json", crate::artifact::INDEX_DIR);
     settings.index_dir.exists()
-        || crate::git::open(&settings.repo_root)
-            .is_ok_and(|r| crate::git::head_blob(&r, &manifest).is_some())
+        || committed_index(settings)
         || crate::git::config_get(&settings.repo_root, "merge.kdd.driver").is_some()
 }
 
@@ -226,6 +211,37 @@ fn settle_mode(settings: &Settings) -> Settle {
         Some("stage" | "false" | "no" | "0" | "off") => Settle::Stage,
         _ => Settle::Amend,
     }
+}
+
+/// post-checkout heals branch switches (flag 1) that moved `HEAD`, never in the middle of a
+/// rebase, and only onto a branch with a committed index.
+fn heals_checkout(settings: &Settings, args: &Args) -> bool {
+    let branch = args.args.get(2).map(String::as_str) == Some("1");
+    let moved = args.args.first() != args.args.get(1);
+    let rebasing = crate::git::rebase_in_progress(&settings.repo_root)
+        || std::env::var_os("GIT_REFLOG_ACTION")
+            .is_some_and(|a| a.to_string_lossy().starts_with("rebase"));
+    if !branch || !moved || rebasing {
+        return false;
+    }
+    if !committed_index(settings) {
+        // A branch from before kdd was adopted: healing would stage a whole index that differs
+        // from the one of the branch left, and git would refuse to switch back.
+        output::info(
+            "kdd: this branch has no committed .kdd-index/; nothing staged (queries here need \
+             `kdd index`; the next commit on it indexes it)",
+        );
+        return false;
+    }
+    true
+}
+
+/// `HEAD`'s tree holds a committed `.kdd-index/` (its manifest).
+fn committed_index(settings: &Settings) -> bool {
+    crate::git::open(&settings.repo_root).is_ok_and(|repo| {
+        let manifest = format!("{}/manifest.json", crate::artifact::INDEX_DIR);
+        crate::git::head_blob(&repo, &manifest).is_some()
+    })
 }
 
 /// Commit what a post-merge/rewrite/commit heal staged, so the operation ends with a clean
