@@ -774,12 +774,17 @@ fn api_push_of_a_file_inside_another_never_blocks_the_pushes_after_it() {
         &with_token,
     ));
     // The merged index is a's and b's.
-    let c = tmp.path().join("c");
+    let r = pull_into_new_repo(tmp.path(), &url);
+    assert_eq!(r["nodes"], 4, "{r}");
+}
+
+/// `kdd sync pull --api URL` into a new, empty repository `c` under `tmp`: its JSON answer.
+fn pull_into_new_repo(tmp: &Path, url: &str) -> Value {
+    let c = tmp.join("c");
     std::fs::create_dir_all(&c).unwrap();
     git(&c, &["init", "-q", "-b", "main"]);
-    let pull = ["--json", "sync", "pull", "--api", url.as_str()];
-    let r = ok_json(&kdd_env(&c, &pull, &with_token));
-    assert_eq!(r["nodes"], 4, "{r}");
+    let pull = ["--json", "sync", "pull", "--api", url];
+    ok_json(&kdd_env(&c, &pull, &[("KDD_TOKEN", TOKEN)]))
 }
 
 #[test]
@@ -798,10 +803,6 @@ fn api_push_whose_write_outlasts_the_deadline_is_answered_with_its_result() {
     let o = kdd_env(&a, &["--json", "sync", "push", "--api", &url], &with_token);
     let r = ok_json(&o);
     assert_eq!(r["nodes"], 3, "{r}");
-    let c = tmp.path().join("c");
-    std::fs::create_dir_all(&c).unwrap();
-    git(&c, &["init", "-q", "-b", "main"]);
-    let pull = ["--json", "sync", "pull", "--api", url.as_str()];
-    let r = ok_json(&kdd_env(&c, &pull, &with_token));
+    let r = pull_into_new_repo(tmp.path(), &url);
     assert_eq!(r["nodes"], 3, "the push answered 200 is served: {r}");
 }
