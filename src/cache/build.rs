@@ -418,7 +418,10 @@ pub fn update(
     if full {
         clear_all(store, &mut wtxn)?;
     }
-    let prev: DirStamps = store.get_meta(&wtxn, "scan_dirs")?.unwrap_or_default();
+    let mut prev: DirStamps = store.get_meta(&wtxn, "scan_dirs")?.unwrap_or_default();
+    // Stale records whose spec file moved are read again (`watch.rs`).
+    let moved = super::watch::moved(store, &wtxn, repo_root);
+    super::watch::reload(store, &mut wtxn, &mut prev, &moved)?;
     let Scan {
         stems: current,
         read,
@@ -455,7 +458,10 @@ pub fn update(
         .collect();
     let notice = tr.translate_all(&mut recs);
     step.stats.errors.extend(notice);
+    let mut read = Vec::with_capacity(loaded.len());
     for (stem, rec) in loaded {
+        let stale = rec.as_ref().ok().map(|(r, _, _)| r).filter(|r| r.stale);
+        read.push((stem.clone(), stale.map(|r| r.node.source_file.clone())));
         step.write_loaded(&mut wtxn, &stem, current[&stem], old.get(&stem), rec)?;
     }
     if full {
@@ -469,6 +475,7 @@ pub fn update(
         ..
     } = step;
     store.put_meta(&mut wtxn, "scan_dirs", &dirs)?;
+    super::watch::record(store, &mut wtxn, repo_root, read)?;
     lap.done("records");
     let fig = super::links::refresh(store, &mut wtxn, &delta, full)?;
     lap.done("links");

@@ -187,7 +187,7 @@ pub(super) fn update_current(
     {
         return Ok(None);
     }
-    if have.as_deref() == Some(fp) {
+    if have.as_deref() == Some(fp) && super::watch::moved_now(&store, p.repo_root).is_empty() {
         return Ok(Some(Opened {
             gen,
             store,

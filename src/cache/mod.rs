@@ -40,6 +40,7 @@ pub mod store;
 pub mod text;
 mod vectors;
 mod vocab;
+mod watch;
 
 pub use build::BuildStats;
 pub use gen::{health, Health};
@@ -253,7 +254,7 @@ impl Cache {
         if !opts.force_rebuild {
             if let Some(gen) = read_current(root) {
                 if let Ok((store, text, Some(have))) = gen_ok(&gen) {
-                    if have == fp {
+                    if have == fp && watch::moved_now(&store, repo_root).is_empty() {
                         let o = Opened {
                             gen,
                             store,
@@ -311,7 +312,7 @@ impl Cache {
     /// Re-check freshness and update when `.kdd-index/` changed. Returns true when it did.
     pub fn refresh(&mut self) -> Result<bool, Error> {
         let fp = fingerprint(&self.index_dir)?;
-        if fp == self.fingerprint {
+        if fp == self.fingerprint && !self.watched_moved() {
             return Ok(false);
         }
         let fresh = Cache::open_paths(
@@ -327,6 +328,11 @@ impl Cache {
         *self = fresh;
         (self.embedder, self.agent_edges) = (emb, AtomicBool::new(agent_edges));
         Ok(true)
+    }
+
+    /// A stale record's spec changed on disk since it was read (`watch.rs`): reopen to update.
+    pub fn watched_moved(&self) -> bool {
+        !watch::moved_now(&self.store, &self.repo_root).is_empty()
     }
 
     /// Figures of the build/update this open performed, if any.

@@ -291,7 +291,10 @@ impl Engine {
         }
         let (index_dir, repo_root, root) = self.paths();
         let fp = cache::fingerprint(&index_dir).map_err(|_| ApiError::unavailable())?;
-        if commit.is_none() && cur.is_some_and(|c| c.fingerprint == fp && !c.cache.is_damaged()) {
+        let same = |c: &Arc<Loaded>| {
+            c.fingerprint == fp && !c.cache.is_damaged() && !c.cache.watched_moved()
+        };
+        if commit.is_none() && cur.is_some_and(same) {
             return Ok(None);
         }
         let t0 = Instant::now();

@@ -1775,3 +1775,36 @@ fn checking_out_a_branch_from_before_kdd_never_blocks_switching_back() {
     assert!(o.status.success(), "switching back: {:?}", text(&o));
     verify(&r, "HEAD");
 }
+
+#[test]
+fn a_stale_record_is_read_again_once_its_spec_is_put_back() {
+    // A spec committed past the hook (KDD_HOOK=0): git holds no copy of its indexed version, so
+    // the cache takes the work tree's text and marks it stale. Putting the indexed version back
+    // changes no artifact; the cache watches such specs and reads them again.
+    let r = installed();
+    let f = "specs/01-domain/entities/Usuario.md";
+    r.write(f, &entity("Usuario", "oldword"));
+    r.git(&["commit", "-q", "-am", "indexed"]);
+    r.write(f, &entity("Usuario", "newword"));
+    let o = crate::repo::command("git", &r.dir)
+        .env("KDD_HOOK", "0")
+        .args(["commit", "-q", "-am", "past the hook"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    let (hits, codes) = answer(&r, "newword");
+    assert!(hits.iter().any(|(_, s)| s.contains("newword")), "{hits:?}");
+    assert!(codes.iter().any(|c| c.contains("STALE_SPECS")), "{codes:?}");
+    r.git(&["checkout", "HEAD~1", "--", f]);
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let (hits, codes) = answer(&r, "oldword");
+    assert!(hits.iter().any(|(_, s)| s.contains("oldword")), "{hits:?}");
+    assert!(
+        !codes.iter().any(|c| c.contains("STALE_SPECS")),
+        "{codes:?}"
+    );
+    assert!(answer(&r, "newword")
+        .0
+        .iter()
+        .all(|(_, s)| !s.contains("newword")));
+}
