@@ -228,8 +228,9 @@ fn heals_checkout(settings: &Settings, args: &Args) -> bool {
         // A branch from before kdd was adopted: healing would stage a whole index that differs
         // from the one of the branch left, and git would refuse to switch back.
         output::info(
-            "kdd: this branch has no committed .kdd-index/; nothing staged (queries here need \
-             `kdd index`; the next commit on it indexes it)",
+            "kdd: this branch has no committed .kdd-index/; nothing staged. Its next commit \
+             indexes it; `kdd index` indexes it now, but remove .kdd-index/ again (or commit \
+             it) before switching back, or git will refuse to overwrite it",
         );
         return false;
     }
