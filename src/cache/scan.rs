@@ -16,7 +16,8 @@ use super::store::{ChunkRef, FileStamp};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-fn stamp(md: &std::fs::Metadata) -> FileStamp {
+/// The size and mtime of a file's metadata.
+pub fn stamp(md: &std::fs::Metadata) -> FileStamp {
     let mtime_ns = md
         .modified()
         .ok()
@@ -47,6 +48,13 @@ fn extras(emb: Option<FileStamp>, enr: Option<FileStamp>) -> Option<FileStamp> {
 
 /// The artifact top folders, in the order of a folder's mtimes in [`DirStamps`].
 const TOPS: [&str; 4] = ["nodes", "edges", "embeddings", "enrichments"];
+/// Nanoseconds since the epoch now (the clock [`racy_ns`] is measured against).
+pub fn now_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
+
 /// How long after its mtime a folder is still read again: 100 ms, far above the clock tick of
 /// Linux file systems with nanosecond stamps (≤ 10 ms); 2 s when the stamp has no sub-second
 /// part (a file system with second granularity).
@@ -125,9 +133,7 @@ fn read_folder(index_dir: &Path, rel: &str, out: &mut Scan) -> std::collections:
 
 /// Stamps of the stems in every folder that changed since `prev` (see the module docs).
 pub fn scan_since(index_dir: &Path, prev: &DirStamps) -> Scan {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128);
+    let now = now_ns();
     let mut out = Scan::default();
     let mut todo = vec![String::new()];
     while let Some(rel) = todo.pop() {

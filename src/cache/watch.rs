@@ -8,7 +8,7 @@
 //! size + mtime when it was read; an open whose watched specs moved updates those records again
 //! (a few `stat`s, none when nothing is stale).
 
-use super::scan::{folder_of, racy_ns, DirStamps};
+use super::scan::{folder_of, now_ns, racy_ns, stamp, DirStamps};
 use super::store::{lm, FileStamp, Store};
 use super::Error;
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,19 +21,8 @@ type Watch = BTreeMap<String, (String, Option<FileStamp>)>;
 /// later write could keep its mtime (then it never matches, and is read again next time).
 fn spec_stamp(repo_root: &Path, rel: &str) -> Option<FileStamp> {
     let md = std::fs::symlink_metadata(repo_root.join(rel)).ok()?;
-    let mtime_ns = md
-        .modified()
-        .ok()?
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?
-        .as_nanos() as i128;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128);
-    (mtime_ns <= now - racy_ns(mtime_ns)).then_some(FileStamp {
-        len: md.len(),
-        mtime_ns,
-    })
+    let st = stamp(&md);
+    (st.mtime_ns <= now_ns() - racy_ns(st.mtime_ns)).then_some(st)
 }
 
 /// The watched stems whose spec file moved since they were read.
