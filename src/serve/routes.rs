@@ -40,18 +40,22 @@ pub(super) async fn search(
             Stamped {
                 answer: v,
                 freshness: fresh,
+                warnings: Vec::new(),
             }
         })
     });
     finish(&st, rid, r)
 }
 
-/// An answer with the served index's freshness.
+/// An answer with the served index's freshness, and for an answer that has no `warnings` of
+/// its own (the GET routes) the freshness warnings.
 #[derive(Serialize)]
 struct Stamped<T: Serialize> {
     #[serde(flatten)]
     answer: T,
     freshness: super::Freshness,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<crate::query::Warning>,
 }
 
 /// Add a `STALE_SPECS` warning for `fresh`'s stale specs unless the answer has one, and
@@ -157,7 +161,8 @@ pub(super) async fn context_hints(
 }
 
 /// A GET route: decode + validate the query string into a request, run `query` on the cache
-/// under the deadline, answer its JSON (or the error).
+/// under the deadline, answer its JSON (or the error) with `freshness`, and `warnings` when
+/// it comes from a previous index or specs changed since they were indexed.
 async fn get_route<P, Req, T>(
     st: AppState,
     rid: String,
@@ -177,7 +182,18 @@ where
         Ok(r) => r,
         Err(e) => return Fail(e, rid).into_response(),
     };
-    let r = run(&st, &rid, move |c| Ok(query(c, &req)?)).await;
+    let r = run_fresh(&st, &rid, move |c| Ok(query(c, &req)?)).await;
+    let r = r.map(|r| {
+        r.map(|(answer, freshness)| {
+            let mut warnings = Vec::new();
+            stale(&mut warnings, &freshness);
+            Stamped {
+                answer,
+                freshness,
+                warnings,
+            }
+        })
+    });
     finish(&st, rid, r)
 }
 

@@ -745,6 +745,10 @@ fn http_answers_from_the_previous_index_say_so() {
         assert!(a.body.contains("INDEX_REFRESHING"), "{path}: {}", a.body);
         assert!(!a.body.contains("BR-NUEVO-001"), "{}", a.body);
     }
+    // The GET routes say it too (red team, twenty-first round: they had no warnings at all).
+    let g = get(port, "/v1/retrieve/layer-violations");
+    assert_eq!(g.status, 200, "{}", g.body);
+    assert!(g.body.contains("INDEX_REFRESHING"), "{}", g.body);
     let loaded = loader.join().unwrap();
     assert_eq!(loaded.status, 200, "{}", loaded.body);
     assert!(loaded.body.contains("BR-NUEVO-001"), "{}", loaded.body);
@@ -756,10 +760,28 @@ fn http_answers_from_the_previous_index_say_so() {
     assert_eq!(gone.status, 200, "{}", gone.body);
     assert!(gone.body.contains("INDEX_RELOAD_FAILED"), "{}", gone.body);
     assert_eq!(gone.json()["freshness"]["fresh"], false, "{}", gone.body);
+    let gets = [
+        "/v1/retrieve/graph?node=Entity:Pedido",
+        "/v1/retrieve/impact?node=Entity:Pedido",
+        "/v1/retrieve/coverage?node=Entity:Pedido",
+        "/v1/retrieve/layer-violations",
+    ];
+    for path in gets {
+        let g = get(port, path);
+        assert_eq!(g.status, 200, "{path}: {}", g.body);
+        assert!(g.body.contains("INDEX_RELOAD_FAILED"), "{path}: {}", g.body);
+        assert_eq!(g.json()["freshness"]["fresh"], false, "{path}: {}", g.body);
+    }
     index(&r);
     let back = post(port, "/v1/retrieve/search", q);
     assert!(!back.body.contains("INDEX_RELOAD_FAILED"), "{}", back.body);
     assert_eq!(back.json()["freshness"]["fresh"], true, "{}", back.body);
+    for path in gets {
+        let g = get(port, path);
+        assert_eq!(g.status, 200, "{path}: {}", g.body);
+        assert!(g.json().get("warnings").is_none(), "{path}: {}", g.body);
+        assert_eq!(g.json()["freshness"]["fresh"], true, "{path}: {}", g.body);
+    }
 }
 
 #[test]
