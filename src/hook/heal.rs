@@ -20,7 +20,7 @@
 //! previous artifacts.
 
 use super::holder;
-use super::state::{State, STATE_HEADER};
+use super::state::{Stamp, State};
 use super::{art_key, lock, remove_file, stem_of, Error, Options, Report};
 use crate::artifact::{write_artifact, ArtifactPaths, INDEX_DIR};
 use crate::config::Settings;
@@ -29,10 +29,6 @@ use crate::index::l2::Level;
 use crate::index::ArtifactExtras;
 use crate::spec::{Diagnostic, Node};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::path::PathBuf;
-
-/// Per work tree (in its git dir): digest of the staged specs + index last left consistent.
-const STAMP_FILE: &str = "kdd-hook-stamp";
 
 /// Make `.kdd-index/` in the index git is committing agree with the staged specs (see `hook`).
 pub fn heal(settings: &Settings, opts: Options) -> Result<Report, Error> {
@@ -110,44 +106,6 @@ fn fast_path(report: Report) -> Report {
     Report {
         fast_path: true,
         ..report
-    }
-}
-
-/// The digest of the staged specs, documents and `.kdd-index/` a consistent pass leaves, kept in
-/// the git dir: an equal digest means nothing to read.
-struct Stamp {
-    file: PathBuf,
-    root: String,
-    roots: crate::roots::Roots,
-}
-
-impl Stamp {
-    fn new(repo: &gix::Repository, settings: &Settings) -> Stamp {
-        Stamp {
-            file: repo.git_dir().join(STAMP_FILE),
-            root: settings.specs_root.clone(),
-            roots: settings.roots(),
-        }
-    }
-
-    /// The stamp of a loaded index.
-    fn of(&self, index: &gix::index::File) -> String {
-        let root = self.root.as_str();
-        format!(
-            "{STATE_HEADER} {root}\n{}\n",
-            git::index_stamp(index, &[root, INDEX_DIR])
-                + &git::roots::docs_stamp(index, &self.roots)
-        )
-    }
-
-    /// True when `index` is what the last consistent pass left.
-    fn matches(&self, index: &gix::index::File) -> bool {
-        std::fs::read_to_string(&self.file).is_ok_and(|s| s == self.of(index))
-    }
-
-    /// Record `index` as consistent (best effort: the stamp is an optimisation only).
-    fn record(&self, index: &gix::index::File) {
-        let _ = std::fs::write(&self.file, self.of(index));
     }
 }
 
@@ -298,7 +256,42 @@ impl Claims {
                 c.unclaimed.push(key.clone());
             }
         }
+        c.rederive_incomplete();
         c
+    }
+
+    /// A vouched spec with a staged artifact its record does not name (the vectors `kdd index`
+    /// wrote at L2 after the record was made at L1, or a teammate's pulled in) is re-derived
+    /// rather than trusted, and that artifact is kept meanwhile: the derivation decides what
+    /// the spec owns (at L1 it keeps the staged vectors), nothing of it is removed unread.
+    fn rederive_incomplete(&mut self) {
+        let by_stem: HashMap<&str, &String> = self
+            .owner
+            .iter()
+            .filter_map(|(rel, p)| Some((stem_of(rel)?.1, p)))
+            .collect();
+        let mut again = BTreeSet::new();
+        let mut kept = Vec::new();
+        self.unclaimed.retain(|key| {
+            let rel = &key[INDEX_DIR.len() + 1..];
+            match stem_of(rel).and_then(|(_, s)| by_stem.get(s)) {
+                Some(p) => {
+                    again.insert((*p).clone());
+                    kept.push(rel.to_string());
+                    false
+                }
+                None => true,
+            }
+        });
+        if again.is_empty() {
+            return;
+        }
+        self.claimed.extend(kept);
+        // Its id is settled again by the derivation (left here, it would claim it twice).
+        self.owner.retain(|_, p| !again.contains(p));
+        self.todo.extend(again);
+        self.todo.sort();
+        self.todo.dedup();
     }
 
     fn nothing_to_do(&self, staged: &Staged) -> bool {

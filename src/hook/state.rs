@@ -2,14 +2,20 @@
 //! and the blob ids of its artifacts last seen consistent. An optimisation only: a missing,
 //! foreign (other version or specs root) or damaged record reads as empty, so every staged node
 //! is checked against its spec once; it is written only when it changed.
+//!
+//! The [`Stamp`] (in the git dir): the digest of the staged specs and index the last
+//! consistent pass left, so an unchanged staging area is not read at all.
 
-use crate::artifact::write_if_changed;
+use crate::artifact::{write_if_changed, INDEX_DIR};
 use crate::config::Settings;
+use crate::git;
 use gix::ObjectId;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 const STATE_FILE: &str = "hook-state";
+/// Per work tree (in its git dir): digest of the staged specs + index last left consistent.
+const STAMP_FILE: &str = "kdd-hook-stamp";
 pub(super) const STATE_HEADER: &str = concat!("kdd-hook-state v1 ", env!("CARGO_PKG_VERSION"));
 
 /// Verification record: spec path → (spec blob, [(artifact rel, blob)]).
@@ -73,6 +79,44 @@ impl State {
         if std::fs::create_dir_all(&settings.cache_dir).is_ok() {
             let _ = write_if_changed(&Self::path(settings), out.as_bytes());
         }
+    }
+}
+
+/// The digest of the staged specs, documents and `.kdd-index/` a consistent pass leaves, kept in
+/// the git dir: an equal digest means nothing to read.
+pub(super) struct Stamp {
+    file: PathBuf,
+    root: String,
+    roots: crate::roots::Roots,
+}
+
+impl Stamp {
+    pub(super) fn new(repo: &gix::Repository, settings: &Settings) -> Stamp {
+        Stamp {
+            file: repo.git_dir().join(STAMP_FILE),
+            root: settings.specs_root.clone(),
+            roots: settings.roots(),
+        }
+    }
+
+    /// The stamp of a loaded index.
+    fn of(&self, index: &gix::index::File) -> String {
+        let root = self.root.as_str();
+        format!(
+            "{STATE_HEADER} {root}\n{}\n",
+            git::index_stamp(index, &[root, INDEX_DIR])
+                + &git::roots::docs_stamp(index, &self.roots)
+        )
+    }
+
+    /// True when `index` is what the last consistent pass left.
+    pub(super) fn matches(&self, index: &gix::index::File) -> bool {
+        std::fs::read_to_string(&self.file).is_ok_and(|s| s == self.of(index))
+    }
+
+    /// Record `index` as consistent (best effort: the stamp is an optimisation only).
+    pub(super) fn record(&self, index: &gix::index::File) {
+        let _ = std::fs::write(&self.file, self.of(index));
     }
 }
 

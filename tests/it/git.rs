@@ -1808,3 +1808,53 @@ fn a_stale_record_is_read_again_once_its_spec_is_put_back() {
         .iter()
         .all(|(_, s)| !s.contains("newword")));
 }
+
+/// Run `program args` in `r` at L2 (the hashed test embedder instead of `KDD_NO_EMBED`).
+fn at_l2(r: &Repo, program: &str, args: &[&str]) -> std::process::Output {
+    let o = crate::repo::command(program, &r.dir)
+        .args(args)
+        .env_remove("KDD_NO_EMBED")
+        .env("KDD_TEST_EMBEDDER", "1")
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{program} {args:?}: {:?}", text(&o));
+    o
+}
+
+fn vector_files(r: &Repo, rev: &str) -> usize {
+    let out = r.git(&["ls-tree", "-r", "--name-only", rev, ".kdd-index/embeddings"]);
+    out.lines().filter(|l| l.ends_with(".bin")).count()
+}
+
+#[test]
+fn vectors_indexed_after_the_hook_record_are_committed_and_pulled_not_removed() {
+    // Red team, twenty-first round: a repository committed at L1 through the hook, then
+    // `kdd index` with a model and `git add -A && git commit`: the hook removed every vector
+    // file `kdd index` had just written (its record, made at L1, named none). A teammate whose
+    // record was made at L1 lost a pulled L2 index the same way, in an automatic heal commit.
+    let r = installed();
+    at_l2(&r, env!("CARGO_BIN_EXE_kdd"), &["index"]);
+    let written = tree_count(&r.dir.join(".kdd-index/embeddings"));
+    assert!(written >= 2, "{written}");
+    r.git(&["add", "-A"]);
+    at_l2(&r, "git", &["commit", "-q", "-m", "index at L2"]);
+    assert_eq!(vector_files(&r, "HEAD"), written);
+    at_l2(&r, env!("CARGO_BIN_EXE_kdd"), &["verify", "--ref", "HEAD"]);
+    // A teammate at L1 (no model) pulls it.
+    let a = installed();
+    let b = a.clone_of(&a.dir, "b");
+    assert!(b.kdd(&["install"]).status.success());
+    at_l2(&b, env!("CARGO_BIN_EXE_kdd"), &["index"]);
+    b.git(&["add", "-A"]);
+    at_l2(&b, "git", &["commit", "-q", "-m", "B: index at L2"]);
+    let committed = vector_files(&b, "HEAD");
+    assert!(committed >= 2, "{committed}");
+    a.git(&["pull", "-q", "--no-rebase", b.dir.to_str().unwrap(), "main"]);
+    assert_eq!(vector_files(&a, "HEAD"), committed);
+    assert_eq!(a.git(&["status", "--porcelain"]), "");
+    at_l2(&a, env!("CARGO_BIN_EXE_kdd"), &["verify", "--ref", "HEAD"]);
+}
+
+fn tree_count(dir: &std::path::Path) -> usize {
+    crate::util::tree(dir).len()
+}
