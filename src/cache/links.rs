@@ -146,7 +146,7 @@ fn patch_key_tables(store: &Store, wtxn: &mut RwTxn, d: &Delta) -> Result<(), Er
                 if side == 0 { &mut e.0 } else { &mut e.1 }.insert(id.clone());
             }
             for (k, r) in name_keys(&s.node) {
-                let e = names.entry(k).or_default();
+                let e = names.entry(db_key(k)).or_default();
                 if side == 0 { &mut e.0 } else { &mut e.1 }.insert((r, id.clone()));
             }
         }

@@ -163,7 +163,8 @@ impl Snapshot<'_> {
         Ok(out.into_iter().collect())
     }
 
-    /// Nodes named by `name` (normalised key), strongest rank first.
+    /// Nodes named by `name` (normalised key), strongest rank first. A key over LMDB's size
+    /// is stored as its 128-bit hash, like every other key table's.
     pub fn lookup(&self, name: &str) -> Result<Vec<(KeyRank, String)>, Error> {
         let k = norm_key(name);
         if k.is_empty() {
@@ -173,7 +174,7 @@ impl Snapshot<'_> {
             .cache
             .store
             .names
-            .get(&self.txn, &k)
+            .get(&self.txn, &super::links::db_key(k))
             .map_err(|e| self.bad(lm(e)))?
             .unwrap_or_default())
     }

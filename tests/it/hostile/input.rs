@@ -801,3 +801,43 @@ fn a_committed_link_at_an_index_folder_is_never_swept() {
         "the link is still there"
     );
 }
+
+#[test]
+fn a_title_or_alias_over_the_store_key_size_keeps_every_reader_working() {
+    // Red team, twenty-first round: one spec with a 600-byte alias or a 700-byte heading made
+    // every read command fail with `MDB_BAD_VALSIZE` ("is its file system full?"): the `names`
+    // table stored such a name as a key, over LMDB's 511 bytes. Now it is stored as its hash,
+    // and the long name still resolves.
+    let r = installed();
+    let alias = format!("alias {}", "muy largo ".repeat(60));
+    r.write(
+        "specs/01-domain/entities/Largo.md",
+        &format!(
+            "---\nid: Largo\nkind: entity\naliases: [\"{alias}\"]\n---\n\n# {}\n\n## Descripción\n\nUna entidad con nombres larguísimos.\n",
+            "Título larguísimo ".repeat(40)
+        ),
+    );
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "long names"]);
+    for args in [
+        vec!["query", "entidad con nombres larguísimos"],
+        vec!["graph", "Pedido"],
+        vec!["impact", "Usuario"],
+        vec!["coverage", "Pedido"],
+        vec!["orphans"],
+        vec!["violations"],
+        vec!["context", "Pedido"],
+    ] {
+        // Exit 1 is an answer (coverage incomplete); 2 is the failure.
+        let o = r.kdd(&args);
+        assert!(
+            matches!(o.status.code(), Some(0 | 1)),
+            "{args:?}: {:?}",
+            text(&o)
+        );
+        assert!(!text(&o).1.contains("MDB_"), "{args:?}: {:?}", text(&o));
+    }
+    let o = r.kdd(&["--json", "graph", alias.trim()]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(text(&o).0.contains("Entity:Largo"), "{:?}", text(&o));
+}
