@@ -18,6 +18,8 @@ use std::collections::{HashMap, HashSet};
 pub(super) struct Budget {
     pub min_score: f32,
     pub max_tokens: usize,
+    /// Ranked hits skipped before the page the budget is spent on.
+    pub offset: usize,
 }
 
 /// A node picked for the answer: its record, fused score, and the path that reached it when
@@ -34,15 +36,16 @@ pub(super) struct Found<'a> {
     pub conf: f32,
 }
 
-/// The hits of `found`, best first: calibrated, cited, under `budget`, with the tokens they
-/// use; warnings for an empty or truncated answer.
+/// The hits of `found` after `budget.offset`, best first: calibrated, cited, under `budget`;
+/// the tokens they use and the next page's offset when the budget cut this one; warnings for
+/// an empty or truncated answer.
 pub(super) fn render(
     snap: &Snapshot<'_>,
     found: &Found<'_>,
     words: &[String],
     budget: Budget,
     warnings: &mut Vec<Warning>,
-) -> (Vec<Hit>, usize) {
+) -> (Vec<Hit>, usize, Option<usize>) {
     let Found {
         picked,
         sigs,
@@ -88,14 +91,21 @@ pub(super) fn render(
             ),
         ));
     }
+    results.drain(..budget.offset.min(results.len()));
+    let on_page = results.len();
     let (total_tokens, truncated) = fit_budget(&mut results, budget.max_tokens);
+    let next_offset = (results.len() < on_page).then_some(budget.offset + results.len());
     if truncated {
+        let next = match next_offset {
+            Some(n) => format!("; the next page starts at offset {n}"),
+            None => String::new(),
+        };
         warnings.push(Warning::new(
             "TOKEN_LIMIT_EXCEEDED",
-            format!("Results truncated at {} tokens", budget.max_tokens),
+            format!("Results truncated at {} tokens{next}", budget.max_tokens),
         ));
     }
-    (results, total_tokens)
+    (results, total_tokens, next_offset)
 }
 
 pub(super) fn hit_of(
@@ -160,11 +170,10 @@ pub(super) fn evidence_section(rec: &NodeRecord, s: Option<&Signals>) -> Option<
         .or_else(|| rec.sections.iter().position(|x| !x.text.trim().is_empty()))
 }
 
+/// The tokens a hit costs in the answer: its whole JSON (ids, paths, span, score…), at four
+/// characters a token, as MCP pages count.
 pub(super) fn hit_tokens(h: &Hit) -> usize {
-    tokens(&h.snippet)
-        + tokens(&h.title)
-        + tokens(&serde_json::to_string(&h.indexed_fields).unwrap_or_default())
-        + 12
+    serde_json::to_string(h).map_or(0, |s| tokens(&s)) + 1
 }
 
 pub(super) fn source_name(s: &Signals, graph: bool) -> &'static str {
@@ -233,6 +242,35 @@ pub(super) fn fit_budget(results: &mut Vec<Hit>, max_tokens: usize) -> (usize, b
         }
     }
     (total, truncated)
+}
+
+/// Keep the edges between the hits while the answer stays within `max_tokens` (the hits were
+/// fitted first, at `total` tokens); returns the tokens used.
+pub(super) fn fit_edges(
+    edges: &mut Vec<EdgeRef>,
+    mut total: usize,
+    max_tokens: usize,
+    warnings: &mut Vec<Warning>,
+) -> usize {
+    let mut keep = 0;
+    for e in edges.iter() {
+        let t = serde_json::to_string(e).map_or(0, |s| tokens(&s)) + 1;
+        if total + t > max_tokens {
+            break;
+        }
+        total += t;
+        keep += 1;
+    }
+    if keep < edges.len() {
+        edges.truncate(keep);
+        if !warnings.iter().any(|w| w.code == "TOKEN_LIMIT_EXCEEDED") {
+            warnings.push(Warning::new(
+                "TOKEN_LIMIT_EXCEEDED",
+                format!("graph_expansion truncated at {max_tokens} tokens (the hits come first)"),
+            ));
+        }
+    }
+    total
 }
 
 /// The answer's absolute confidence (see [`super::evidence`]): the best of its first hits,

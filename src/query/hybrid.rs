@@ -35,8 +35,8 @@
 
 use super::expand::{expand, smooth, Candidate, Trail, Walk};
 use super::hits::{
-    answer_confidence, best_evidence, edges_between, hit_of, make_snippet, render, source_name,
-    Budget, Found, Picked,
+    answer_confidence, best_evidence, edges_between, fit_edges, hit_of, make_snippet, render,
+    source_name, Budget, Found, Picked,
 };
 use super::types::*;
 use super::Error;
@@ -400,6 +400,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     let budget = Budget {
         min_score: req.min_score,
         max_tokens: req.max_tokens,
+        offset: req.offset,
     };
     let found = Found {
         picked: &picked,
@@ -409,14 +410,22 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     };
     drop(assembling);
     let rendering = crate::trace::span("render");
-    let (mut results, total_tokens) = render(&snap, &found, &words, budget, &mut warnings);
-    let graph_expansion = edges_between(&snap, trail.followed, &mut results)?;
+    let (mut results, total_tokens, next_offset) =
+        render(&snap, &found, &words, budget, &mut warnings);
+    let mut graph_expansion = edges_between(&snap, trail.followed, &mut results)?;
+    let total_tokens = fit_edges(
+        &mut graph_expansion,
+        total_tokens,
+        req.max_tokens,
+        &mut warnings,
+    );
     drop(rendering);
     Ok(HybridResponse {
         expanded_with: searched.used,
         read_as,
         total_results: results.len(),
         total_tokens,
+        next_offset,
         results,
         graph_expansion,
         warnings,

@@ -109,9 +109,12 @@ pub struct HybridRequest {
     /// Skip edges that violate BR-LAYER-001 during expansion (default true).
     #[serde(default = "default_true")]
     pub respect_layers: bool,
-    /// Token budget of the response (default 8000).
+    /// Token budget of the response (default 8000), spent on the page after `offset`.
     #[serde(default = "default_max_tokens")]
     pub max_tokens: usize,
+    /// Ranked hits skipped before this page (paging; `limit` counts them too).
+    #[serde(default)]
+    pub offset: usize,
     /// Agent-side expansion (keywords, hypothetical answer, translation).
     #[serde(default, flatten)]
     pub expansion: Expansion,
@@ -131,9 +134,16 @@ impl HybridRequest {
             expand: true,
             respect_layers: true,
             max_tokens: default_max_tokens(),
+            offset: 0,
             expansion: Expansion::default(),
         }
     }
+}
+
+/// Serialize an `f32` as the `f64` its shortest decimal form names, so an answer built through
+/// `serde_json::Value` (MCP) says `0.9817` as the CLI does, not `0.9817000031471252`.
+fn short_f32<S: serde::Serializer>(v: &f32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(v.to_string().parse().unwrap_or(f64::from(*v)))
 }
 
 /// One ranked result (the exact QRY-003 JSON shape).
@@ -143,6 +153,7 @@ pub struct Hit {
     pub kind: Kind,
     /// Calibrated confidence, 0–1, best first: comparable across questions (see
     /// `query::evidence`), so `min_score` means the same for every question.
+    #[serde(serialize_with = "short_f32")]
     pub score: f32,
     /// Repo-relative path (`specs/…`).
     pub source_file: String,
@@ -198,6 +209,10 @@ pub struct HybridResponse {
     pub warnings: Vec<Warning>,
     pub total_results: usize,
     pub total_tokens: usize,
+    /// The `offset` of the next page when the token budget cut this one (hits past it are
+    /// left for that page, never lost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
     /// Expansions the search used (`translation`, `machine_translation`, `keywords`,
     /// `hypothetical_answer`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -431,6 +446,7 @@ pub struct CoverageResponse {
     pub required: Vec<CoverageItem>,
     pub present: usize,
     pub missing: usize,
+    #[serde(serialize_with = "short_f32")]
     pub coverage_percent: f32,
 }
 
@@ -462,6 +478,7 @@ pub struct ViolationsResponse {
     pub total_violations: usize,
     pub total_edges_analyzed: usize,
     /// Percentage of analysed edges that violate the rule.
+    #[serde(serialize_with = "short_f32")]
     pub violation_rate: f32,
 }
 
@@ -480,6 +497,7 @@ pub struct OrphansResponse {
     pub orphans: Vec<Orphan>,
     pub total_orphans: usize,
     pub total_edges: usize,
+    #[serde(serialize_with = "short_f32")]
     pub orphan_rate: f32,
 }
 

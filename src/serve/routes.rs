@@ -115,6 +115,7 @@ pub(super) async fn context(
                     warnings: Vec::new(),
                     total_results: 0,
                     total_tokens: 0,
+                    next_offset: None,
                     expanded_with: Vec::new(),
                     read_as: Vec::new(),
                 },

@@ -1190,3 +1190,88 @@ fn kdd_hook_post_receive_refreshes_the_served_mirror() {
         "post-receive report: {err}"
     );
 }
+
+/// Page through a budgeted answer with `ask(offset)` → (hit ids, next_offset, results JSON
+/// size in tokens); every page must start where the last one said and fit the budget.
+fn pages(
+    budget: usize,
+    mut ask: impl FnMut(usize) -> (Vec<String>, Option<u64>, usize),
+) -> Vec<String> {
+    let (mut got, mut off, mut n) = (Vec::new(), 0usize, 0);
+    loop {
+        let (ids, next, tokens) = ask(off);
+        assert!(!ids.is_empty(), "offset {off}: an empty page");
+        assert!(
+            ids.len() == 1 || tokens <= budget,
+            "offset {off}: {tokens} tokens"
+        );
+        got.extend(ids.clone());
+        n += 1;
+        match next {
+            Some(next) => {
+                assert_eq!(next as usize, off + ids.len(), "offset {off}");
+                off = next as usize;
+            }
+            None => break,
+        }
+        assert!(n < 20, "paging does not end: {got:?}");
+    }
+    assert!(n >= 2, "one page only: the budget did not cut");
+    got
+}
+
+#[test]
+fn paging_a_budgeted_answer_reaches_every_hit_once_on_http_and_mcp() {
+    // Red team, twenty-first round: the budget was spent on the hits before `offset` too, so
+    // paging `/v1/retrieve/context` by offset lost the last hits and gave no `next_offset`;
+    // `kdd_query`'s `next_offset` counted graph edges and restarted at 0, so an agent looped;
+    // the budget counted snippets only (an answer "of 478 tokens" held about 1,000).
+    let repo = crate::util::indexed_fixture_repo("demo");
+    let dir = repo.path();
+    let q = "devolución del pedido";
+    let srv = Server::start(dir, &["--bind", "127.0.0.1:0"], &[]).expect("serve");
+    let port = srv.port();
+    let ask = |extra: String| {
+        let a = post(
+            port,
+            "/v1/retrieve/context",
+            &format!(r#"{{"query":"{q}"{extra}}}"#),
+        );
+        assert_eq!(a.status, 200, "{}", a.body);
+        a.json()
+    };
+    let full = crate::util::ids(
+        &ask(r#","limit":10,"max_tokens":50000"#.into()),
+        "results",
+        "node_id",
+    );
+    assert_eq!(full.len(), 10, "{full:?}");
+    // The first ten hits, paged: `limit` counts from the offset.
+    let size = |v: &Value| {
+        serde_json::to_string(v)
+            .unwrap()
+            .chars()
+            .count()
+            .div_ceil(4)
+    };
+    let http = pages(500, |off| {
+        let limit = 10 - off;
+        let v = ask(format!(
+            r#","limit":{limit},"max_tokens":500,"offset":{off}"#
+        ));
+        let ids = crate::util::ids(&v, "results", "node_id");
+        (ids, v["next_offset"].as_u64(), size(&v["results"]))
+    });
+    assert_eq!(http, full);
+    let mut mcp = Mcp::start(dir);
+    mcp.initialize();
+    let by_mcp = pages(500, |off| {
+        let args = json!({"query": q, "limit": 10 - off, "max_tokens": 500, "offset": off});
+        let (err, v) = mcp.call("kdd_query", args);
+        assert!(!err, "{v}");
+        assert_eq!(v["page"]["offset"], off, "{v}");
+        let ids = crate::util::ids(&v, "results", "node_id");
+        (ids, v["page"]["next_offset"].as_u64(), size(&v["results"]))
+    });
+    assert_eq!(by_mcp, full);
+}

@@ -99,6 +99,7 @@ pub fn run(args: &Args, global: &GlobalArgs) -> anyhow::Result<ExitStatus> {
         expand: !args.no_expand,
         respect_layers: !args.no_respect_layers,
         max_tokens: args.max_tokens,
+        offset: 0,
         expansion: Default::default(),
     };
     if let Some(e) = query::check_text(&req.query) {

@@ -145,6 +145,7 @@ impl ContextBody {
         req.expand = self.expand_graph.unwrap_or(true);
         req.respect_layers = self.respect_layers.unwrap_or(true);
         req.max_tokens = max_tokens as usize;
+        req.offset = offset as usize;
         req.expansion = expansion(&self.keywords, &self.hypothetical_answer, &self.translation)?;
         Ok(ContextPlan {
             strategy,
@@ -190,10 +191,13 @@ pub fn run_context(cache: &Cache, plan: &ContextPlan) -> R<HybridResponse> {
                 graph_expansion: Vec::new(),
                 warnings: s.warnings,
                 total_tokens,
+                next_offset: None,
             }
         }
     };
-    if plan.offset > 0 {
+    // The hybrid ranking pages itself (the budget is spent on the page); a single strategy
+    // has no budget, so its page is the hits after the offset.
+    if plan.offset > 0 && plan.strategy != Strategy::Hybrid {
         resp.results = resp.results.into_iter().skip(plan.offset).collect();
         resp.total_results = resp.results.len();
     }

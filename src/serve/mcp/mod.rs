@@ -10,7 +10,8 @@
 //! stale specs; see [`super::Freshness`]) and stays within a token budget (`max_tokens`,
 //! default 4000 ≈ 16k characters, far under agents' 25k-token tool-output limits). Long lists
 //! are paged, never cut silently: the answer's `page` says `{offset, returned, total,
-//! next_offset}`; call again with `offset = next_offset`. The cache freshness is checked on
+//! next_offset}` (`kdd_query`'s counts ranked hits and has no `total`: the ranking pages
+//! itself within the budget); call again with `offset = next_offset`. The cache freshness is checked on
 //! every call, so a re-index is picked up without restarting the server. Stdout carries only
 //! the protocol; logs go to stderr. A line that is not JSON is answered `-32700` (id null) by
 //! the framing in [`super::stdio`] and the session goes on.
@@ -235,9 +236,17 @@ fn query_tool(
             if plan.req.max_tokens as i64 > MAX_TOKENS {
                 plan.req.max_tokens = MAX_TOKENS as usize;
             }
-            let b = plan.req.max_tokens;
-            let v = to_value(&api::run_context(cache, &plan)?)?;
-            page(v, &["results", "graph_expansion"], 0, b, all)
+            // The ranking pages itself: the budget is spent on the hits after `offset`, and
+            // `next_offset` counts ranked hits (what `offset` skips), never graph edges.
+            let resp = api::run_context(cache, &plan)?;
+            let (returned, next) = (resp.results.len(), resp.next_offset);
+            let mut v = to_value(&resp)?;
+            v["page"] = json!({
+                "offset": plan.offset,
+                "returned": returned,
+                "next_offset": next,
+            });
+            v
         }
         "kdd_context" => {
             let body: api::HintsBody = api::decode_value(Value::Object(args))?;
