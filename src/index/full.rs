@@ -33,6 +33,10 @@ pub fn full(settings: &Settings, opts: &Options<'_>) -> Result<Outcome, Error> {
         ..Outcome::default()
     };
     let results = derive_files(settings, &files, opts);
+    let unreadable: BTreeSet<String> = results
+        .iter()
+        .filter_map(|r| r.as_ref().err().map(|d| d.file.clone()))
+        .collect();
     let holders = super::Holders::new(|| {
         // Unreadable node files hold nothing.
         let store = IndexStore::new(&settings.index_dir);
@@ -52,20 +56,46 @@ pub fn full(settings: &Settings, opts: &Options<'_>) -> Result<Outcome, Error> {
         expected.extend(r.expected);
     }
     out.indexed = list.len();
-    let live: BTreeSet<String> = list
+    let mut live: BTreeSet<String> = list
         .iter()
         .map(|d| ArtifactPaths::node_stem(&d.node))
         .collect();
+    let kept = keep_previous(settings, &unreadable, &winners);
+    for n in &kept {
+        expected.insert(ArtifactPaths::node_rel(n));
+        expected.insert(ArtifactPaths::edges_rel(n));
+        live.insert(ArtifactPaths::node_stem(n));
+    }
     prune_unowned(settings, &w, &live, &expected, &mut out);
     let kdd_yaml = settings.specs_dir().join("_kdd.yaml");
     let kv = crate::source::read_regular(&kdd_yaml, "_kdd.yaml", crate::parse::MAX_SPEC_BYTES)
         .ok()
         .and_then(|b| super::kdd_version(&b));
-    let nodes: Vec<&Node> = list.iter().map(|d| &d.node).collect();
+    let nodes: Vec<&Node> = list.iter().map(|d| &d.node).chain(&kept).collect();
     let m = build_manifest(settings, &nodes, kv, opts, &w.paths);
     write_manifest(&m, &w, &mut out)?;
     out.finish();
     Ok(out)
+}
+
+/// The indexed nodes of specs that are still there but could not be read or derived now: they
+/// keep what was indexed for them, as in the pre-commit hook (`kdd status` shows them stale and
+/// the error names the file), unless another spec now holds their id.
+fn keep_previous(
+    settings: &Settings,
+    unreadable: &BTreeSet<String>,
+    winners: &BTreeMap<String, Derived>,
+) -> Vec<Node> {
+    if unreadable.is_empty() {
+        return Vec::new();
+    }
+    let store = IndexStore::new(&settings.index_dir);
+    let (nodes, _) = store.load_nodes().unwrap_or_default();
+    nodes
+        .into_iter()
+        .filter(|n| unreadable.contains(&n.source_file))
+        .filter(|n| !winners.contains_key(&ArtifactPaths::claim_key(n)))
+        .collect()
 }
 
 /// Read and derive every file (in parallel, reporting progress), in path order.

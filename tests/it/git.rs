@@ -1858,3 +1858,27 @@ fn vectors_indexed_after_the_hook_record_are_committed_and_pulled_not_removed() 
 fn tree_count(dir: &std::path::Path) -> usize {
     crate::util::tree(dir).len()
 }
+
+#[test]
+fn a_spec_that_breaks_keeps_its_indexed_node_in_the_hook_and_kdd_index_alike() {
+    // Red team, twenty-first round: the hook kept a broken spec's previous artifacts ("nothing
+    // indexed is lost") while `kdd index` deleted them, so the index flipped with whichever ran
+    // last and the next commit lost the node.
+    let r = installed();
+    let p = "specs/01-domain/entities/Pedido.md";
+    r.write(p, &r.read(p).replacen("# Pedido", "# Pedido\u{0}", 1));
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "broken"]);
+    assert!(r.exists(".kdd-index/nodes/entity/Pedido.json"));
+    let o = r.kdd(&["index"]);
+    assert!(!o.status.success(), "the error is reported: {:?}", text(&o));
+    assert!(text(&o).1.contains("Pedido.md"), "{:?}", text(&o));
+    assert!(r.exists(".kdd-index/nodes/entity/Pedido.json"));
+    assert_eq!(r.git(&["status", "--porcelain", "--", ".kdd-index"]), "");
+    // Fixed, it is indexed again.
+    r.write(p, &r.read(p).replacen('\u{0}', "", 1));
+    assert!(r.kdd(&["index"]).status.success());
+    r.git(&["add", "-A"]);
+    r.git(&["commit", "-qm", "fixed"]);
+    verify(&r, "HEAD");
+}
