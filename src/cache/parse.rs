@@ -52,6 +52,8 @@ pub(super) fn parse_spec_full(
 /// fences and all, however its text was trimmed for search.
 fn set_ends(mut sections: Vec<SectionText>, bytes: &[u8]) -> Vec<SectionText> {
     let text = String::from_utf8_lossy(bytes);
+    // Lines as the parser counts them (a lone CR breaks a line, as in classic Mac files).
+    let text = crate::parse::lone_cr_as_lf(&text);
     let lines: Vec<&str> = text.lines().collect();
     let mut starts: Vec<usize> = sections.iter().map(|s| s.line).filter(|l| *l > 0).collect();
     starts.sort_unstable();
@@ -203,6 +205,12 @@ mod tests {
             .map(|s| (s.heading.as_str(), s.line, s.end))
             .collect();
         assert_eq!(by, vec![("T", 1, 1), ("A", 3, 5), ("B", 7, 11)]);
+        // Classic Mac line endings (a lone CR): the same lines, as the parser counts them (red
+        // team: every span ended on its heading line).
+        let mac = spec.replace('\n', "\r");
+        let s = set_ends(s, mac.as_bytes());
+        let ends: Vec<usize> = s.iter().map(|s| s.end).collect();
+        assert_eq!(ends, vec![1, 5, 11]);
     }
 
     #[test]

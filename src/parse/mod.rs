@@ -184,7 +184,7 @@ fn memchr_nul(bytes: &[u8]) -> Option<usize> {
 /// Classic Mac line endings: a CR not followed by LF reads as a line break, so a file saved that
 /// way keeps its front matter, headings and cited lines (it read as one line, every citation
 /// `1-1`). CRLF is left alone; the text keeps its length, byte for byte.
-fn lone_cr_as_lf(text: &str) -> std::borrow::Cow<'_, str> {
+pub fn lone_cr_as_lf(text: &str) -> std::borrow::Cow<'_, str> {
     let b = text.as_bytes();
     let lone = |i: usize| b[i] == b'\r' && b.get(i + 1) != Some(&b'\n');
     if !(0..b.len()).any(lone) {
