@@ -22,6 +22,17 @@ pub(super) struct Budget {
     pub offset: usize,
 }
 
+impl Budget {
+    /// The limits `req` asks for.
+    pub fn of(req: &HybridRequest) -> Budget {
+        Budget {
+            min_score: req.min_score,
+            max_tokens: req.max_tokens,
+            offset: req.offset,
+        }
+    }
+}
+
 /// A node picked for the answer: its record, fused score, and the path that reached it when
 /// only the graph did.
 pub(super) type Picked = (NodeRecord, f32, Option<String>);

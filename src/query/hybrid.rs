@@ -397,11 +397,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     };
     let (picked, sigs) = pick(&snap, found, &filter, req.limit)?;
     let conf = answer_confidence(&snap, &req.query, &searched.translation, &picked, &sigs);
-    let budget = Budget {
-        min_score: req.min_score,
-        max_tokens: req.max_tokens,
-        offset: req.offset,
-    };
+    let budget = Budget::of(req);
     let found = Found {
         picked: &picked,
         sigs: &sigs,
@@ -412,13 +408,8 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
     let rendering = crate::trace::span("render");
     let (mut results, total_tokens, next_offset) =
         render(&snap, &found, &words, budget, &mut warnings);
-    let mut graph_expansion = edges_between(&snap, trail.followed, &mut results)?;
-    let total_tokens = fit_edges(
-        &mut graph_expansion,
-        total_tokens,
-        req.max_tokens,
-        &mut warnings,
-    );
+    let mut edges = edges_between(&snap, trail.followed, &mut results)?;
+    let total_tokens = fit_edges(&mut edges, total_tokens, req.max_tokens, &mut warnings);
     drop(rendering);
     Ok(HybridResponse {
         expanded_with: searched.used,
@@ -427,7 +418,7 @@ pub fn hybrid(cache: &Cache, req: &HybridRequest) -> Result<HybridResponse, Erro
         total_tokens,
         next_offset,
         results,
-        graph_expansion,
+        graph_expansion: edges,
         warnings,
     })
 }
